@@ -1,0 +1,133 @@
+//! The dynamic registry: provider tables that libraries registered through
+//! `dat_registry_add_provider`, and the set of known tables that every call
+//! dispatch checks a handle's first word against.
+
+use crate::status::error;
+use dat_abi::*;
+use std::ffi::CStr;
+use std::ptr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// How many distinct provider tables one process may hold at once.
+const MAX_TABLES: usize = 64;
+
+/// Lock-free membership test for dispatch: the fast path reads these slots
+/// and never takes a lock.
+static KNOWN: [AtomicPtr<DAT_PROVIDER>; MAX_TABLES] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_TABLES];
+/// Slots at or past this index have never been used, so scans stop here.
+static KNOWN_END: AtomicUsize = AtomicUsize::new(0);
+
+struct Registered {
+    key: Key,
+    table: *const DAT_PROVIDER,
+}
+
+// The table pointer is only compared and handed back, never dereferenced here.
+unsafe impl Send for Registered {}
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Key {
+    pub ia_name: Vec<u8>,
+    pub major: u32,
+    pub minor: u32,
+    pub thread_safe: bool,
+}
+
+impl Key {
+    pub fn from_info(info: &DAT_PROVIDER_INFO) -> Key {
+        // SAFETY: ia_name is a fixed array; the last byte is forced to NUL-stop the scan.
+        let bytes: &[u8; DAT_NAME_MAX_LENGTH as usize] =
+            unsafe { &*(info.ia_name.as_ptr() as *const [u8; DAT_NAME_MAX_LENGTH as usize]) };
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        Key {
+            ia_name: bytes[..len].to_vec(),
+            major: info.dapl_version_major,
+            minor: info.dapl_version_minor,
+            thread_safe: info.is_thread_safe != 0,
+        }
+    }
+}
+
+static TABLE: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
+
+fn table() -> std::sync::MutexGuard<'static, Vec<Registered>> {
+    // A panic while holding the lock cannot leave the Vec half-updated.
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn add(provider: *const DAT_PROVIDER, info: &DAT_PROVIDER_INFO) -> DAT_RETURN {
+    let key = Key::from_info(info);
+    let mut regs = table();
+    if regs.iter().any(|r| r.key == key) {
+        return error(DAT_PROVIDER_ALREADY_REGISTERED, 0);
+    }
+    if !KNOWN.iter().any(|s| ptr::eq(s.load(Ordering::Acquire), provider)) {
+        let Some(slot) = KNOWN.iter().position(|s| {
+            s.compare_exchange(ptr::null_mut(), provider as *mut _, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        }) else {
+            log::error!("more than {MAX_TABLES} provider tables registered; refusing {:?}",
+                String::from_utf8_lossy(&key.ia_name));
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        };
+        KNOWN_END.fetch_max(slot + 1, Ordering::AcqRel);
+    }
+    log::debug!("provider registered: IA {}", String::from_utf8_lossy(&key.ia_name));
+    regs.push(Registered { key, table: provider });
+    DAT_SUCCESS
+}
+
+pub fn remove(provider: *const DAT_PROVIDER, info: &DAT_PROVIDER_INFO) -> DAT_RETURN {
+    let key = Key::from_info(info);
+    let mut regs = table();
+    let Some(pos) = regs.iter().position(|r| r.key == key && ptr::eq(r.table, provider)) else {
+        return error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    };
+    regs.remove(pos);
+    if !regs.iter().any(|r| ptr::eq(r.table, provider)) {
+        for slot in &KNOWN {
+            let _ = slot.compare_exchange(provider as *mut _, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+    log::debug!("provider removed: IA {}", String::from_utf8_lossy(&key.ia_name));
+    DAT_SUCCESS
+}
+
+pub fn lookup(key: &Key) -> Option<*const DAT_PROVIDER> {
+    table().iter().find(|r| &r.key == key).map(|r| r.table)
+}
+
+/// True when `p` is a provider table some library registered and has not removed.
+#[inline]
+pub fn is_known(p: *const DAT_PROVIDER) -> bool {
+    let end = KNOWN_END.load(Ordering::Acquire);
+    !p.is_null() && KNOWN[..end].iter().any(|s| ptr::eq(s.load(Ordering::Acquire), p))
+}
+
+/// The provider table a non-IA handle belongs to, if it has one we know.
+///
+/// Every DAT object's first word is its provider table pointer; a handle
+/// whose first word is not a table we know is refused before anything is
+/// called through it.
+#[inline]
+pub fn table_of(handle: DAT_HANDLE) -> Option<&'static DAT_PROVIDER> {
+    if handle.is_null() || (handle as usize) % std::mem::align_of::<usize>() != 0 {
+        return None;
+    }
+    // SAFETY: the DAT contract makes a handle point at an object whose first
+    // word is its provider; this is the same read DAT_HANDLE_TO_PROVIDER does.
+    let first = unsafe { ptr::read_volatile(handle as *const *const DAT_PROVIDER) };
+    // SAFETY: known tables are static data of loaded providers.
+    is_known(first).then(|| unsafe { &*first })
+}
+
+pub fn name_of(info: &DAT_PROVIDER_INFO) -> String {
+    // SAFETY: the array is NUL-terminated by every writer we know of; if not,
+    // from_bytes_until_nul fails and we print nothing wrong.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(info.ia_name.as_ptr() as *const u8, info.ia_name.len())
+    };
+    CStr::from_bytes_until_nul(bytes).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
+}

@@ -1,0 +1,75 @@
+#!/bin/bash
+# Stage 2 of the rxe-vm guest: runs inside the chroot of the host root (9p),
+# as root, with the guest kernel.  Brings up Soft-RoCE (rxe0 on dum0,
+# 10.0.0.1/24), then runs the caller's script with the caller's environment
+# and working directory.  Copied into the per-run directory by run-in-guest.sh.
+set -u
+RUNDIR=$1
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+cd /
+
+fail() {
+	echo "$*" >"$RUNDIR/infra-error"
+	echo "rxe-vm: $*" >/dev/console
+	exit 1
+}
+log() { echo "rxe-vm-stage2: $*" >>"$RUNDIR/setup.log"; }
+
+# Fresh tmpfs for runtime dirs; /tmp stays the host's (shared), so temp
+# files the caller made (configs, sockets dirs, cwd) are visible.
+mount -t tmpfs -o mode=0755 tmpfs /run || fail "mount /run"
+mkdir -p /dev/shm /dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fail "mount /dev/shm"
+mount -t devpts devpts /dev/pts 2>/dev/null
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+hostname rxe-vm 2>/dev/null
+
+log "$(cut -d" " -f1 /proc/uptime) stage2 start"
+{
+	# rxe needs a crc32 shash; the generic one is a module and is not
+	# auto-loaded without udev ("failed to init crc32" otherwise).
+	for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm dummy; do
+		echo "$(cut -d" " -f1 /proc/uptime) modprobe $m"
+		modprobe "$m" || fail "modprobe $m failed"
+	done
+	echo "$(cut -d" " -f1 /proc/uptime) ip/rdma setup"
+	ip link set lo up || fail "ip link set lo up"
+	ip link add dum0 type dummy || fail "ip link add dum0"
+	ip addr add 10.0.0.1/24 dev dum0 || fail "ip addr add dum0"
+	ip link set dum0 up || fail "ip link set dum0 up"
+	rdma link add rxe0 type rxe netdev dum0 || fail "rdma link add rxe0 failed"
+} >>"$RUNDIR/setup.log" 2>&1
+
+ok=
+for _ in $(seq 100); do
+	if rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE'; then
+		ok=1
+		break
+	fi
+	sleep 0.1
+done
+[ -n "$ok" ] || fail "rxe0 port 1 did not become ACTIVE: $(rdma link show 2>&1)"
+[ -e /dev/infiniband/uverbs0 ] || fail "/dev/infiniband/uverbs0 missing"
+log "$(cut -d" " -f1 /proc/uptime) rxe0 ACTIVE"
+
+# Run the caller's script: control sets RXE_SCRIPT, RXE_ARGS, RXE_CWD; env
+# restores the caller's exported environment.
+(
+	# shellcheck disable=SC1091
+	. "$RUNDIR/env"
+	# shellcheck disable=SC1091
+	. "$RUNDIR/control"
+	cd "$RXE_CWD" || { echo "rxe-vm: cannot cd to $RXE_CWD in guest" >&2; exit 125; }
+	if [ -x "$RXE_SCRIPT" ]; then
+		exec "$RXE_SCRIPT" "${RXE_ARGS[@]}"
+	else
+		exec /bin/sh "$RXE_SCRIPT" "${RXE_ARGS[@]}"
+	fi
+) >"$RUNDIR/stdout" 2>"$RUNDIR/stderr" </dev/null
+rc=$?
+log "$(cut -d" " -f1 /proc/uptime) script exited $rc"
+echo $rc >"$RUNDIR/status.tmp"
+sync
+mv "$RUNDIR/status.tmp" "$RUNDIR/status"
+sync
+exit 0
