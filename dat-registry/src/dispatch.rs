@@ -8,8 +8,13 @@ use dat_abi::*;
 pub type Target = (&'static DAT_PROVIDER, DAT_HANDLE);
 
 /// A handle of any object but an IA: its first word must be a known table.
+/// Values in the consumer IA range are refused before any read: no object
+/// lives there, and an IA handle passed where an object belongs is a common slip.
 #[inline]
 pub fn object(h: DAT_HANDLE, minor: u32) -> Result<Target, DAT_RETURN> {
+    if (h as usize) <= ia_table::MAX_HANDLE {
+        return Err(invalid_handle(minor));
+    }
     providers::table_of(h).map(|t| (t, h)).ok_or(invalid_handle(minor))
 }
 

@@ -262,13 +262,13 @@ typedef struct dat_provider DAT_PROVIDER;
 		(lbuf), (cookie))
 
 /*
- * HA relationship query.  The stock header spells this as an object-like
- * macro naming a non-existent member, so no consumer can have used it;
- * this is the working function-like form over ia_ha_related_func.
+ * HA relationship query.  Kept exactly as the stock DAT 2.0 header has it,
+ * for source compatibility: there it is an object-like macro (note the
+ * space before the parenthesis) naming a member that does not exist, so it
+ * cannot be expanded in working code; call through ia_ha_related_func.
  */
-#define DAT_IA_HA_RELATED(ia, name, answer) \
-	(*DAT_HANDLE_TO_PROVIDER(ia)->ia_ha_related_func)((ia), (name), \
-		(answer))
+#define DAT_IA_HA_RELATED (ia, name, answer) \
+	(*DAT_HANDLE_TO_PROVIDER(ia)->ia_ha_related)((ia), (name), (answer))
 
 #ifdef DAT_EXTENSIONS
 #define DAT_HANDLE_EXTENDEDOP(handle, op, args) \

@@ -893,4 +893,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (RuntimeError, OSError) as e:
+        print("abi-check: error: %s" % e, file=sys.stderr)
+        sys.exit(2)

@@ -15,29 +15,25 @@ fail() {
 }
 log() { echo "rxe-vm-stage2: $*" >>"$RUNDIR/setup.log"; }
 
-# Fresh tmpfs for runtime dirs; /tmp stays the host's (shared), so temp
-# files the caller made (configs, sockets dirs, cwd) are visible.
-mount -t tmpfs -o mode=0755 tmpfs /run || fail "mount /run"
-mkdir -p /dev/shm /dev/pts
-mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fail "mount /dev/shm"
-mount -t devpts devpts /dev/pts 2>/dev/null
-[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
-hostname rxe-vm 2>/dev/null
-
 log "$(cut -d" " -f1 /proc/uptime) stage2 start"
+# init (busybox) normally loaded the modules and brought up dum0 already;
+# this is the fallback (e.g. an old initramfs), through the host's modprobe.
 {
-	# rxe needs a crc32 shash; the generic one is a module and is not
-	# auto-loaded without udev ("failed to init crc32" otherwise).
-	for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm dummy; do
-		echo "$(cut -d" " -f1 /proc/uptime) modprobe $m"
-		modprobe "$m" || fail "modprobe $m failed"
-	done
-	echo "$(cut -d" " -f1 /proc/uptime) ip/rdma setup"
-	ip link set lo up || fail "ip link set lo up"
-	ip link add dum0 type dummy || fail "ip link add dum0"
-	ip addr add 10.0.0.1/24 dev dum0 || fail "ip addr add dum0"
-	ip link set dum0 up || fail "ip link set dum0 up"
-	rdma link add rxe0 type rxe netdev dum0 || fail "rdma link add rxe0 failed"
+	if [ ! -d /sys/module/rdma_rxe ] || [ ! -d /sys/module/rdma_ucm ]; then
+		# rxe needs a crc32 shash; the generic one is a module and is not
+		# auto-loaded without udev ("failed to init crc32" otherwise).
+		for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm dummy; do
+			modprobe "$m" || fail "modprobe $m failed"
+		done
+	fi
+	if [ ! -e /sys/class/net/dum0 ]; then
+		ip link set lo up || fail "ip link set lo up"
+		ip link add dum0 type dummy || fail "ip link add dum0"
+		ip addr add 10.0.0.1/24 dev dum0 || fail "ip addr add dum0"
+		ip link set dum0 up || fail "ip link set dum0 up"
+	fi
+	log "$(cut -d" " -f1 /proc/uptime) rdma link add"
+	rdma link add rxe0 type rxe netdev dum0 || fail "rdma link add rxe0 type rxe netdev dum0 failed"
 } >>"$RUNDIR/setup.log" 2>&1
 
 ok=
@@ -68,8 +64,6 @@ log "$(cut -d" " -f1 /proc/uptime) rxe0 ACTIVE"
 ) >"$RUNDIR/stdout" 2>"$RUNDIR/stderr" </dev/null
 rc=$?
 log "$(cut -d" " -f1 /proc/uptime) script exited $rc"
-echo $rc >"$RUNDIR/status.tmp"
-sync
-mv "$RUNDIR/status.tmp" "$RUNDIR/status"
-sync
+# The host reads it only after qemu has exited (init syncs before reboot).
+echo $rc >"$RUNDIR/status"
 exit 0
