@@ -13,7 +13,7 @@ packages=(
     # the reference DAPL: headers for the ABI test, registry/provider/tests to run against
     libdapl2 libdapl-dev dapl2-utils
     # the Soft-RoCE guest: a kernel with rdma_rxe, QEMU, and a static busybox for its initramfs
-    qemu-system-x86 linux-image-amd64 busybox-static cpio file
+    qemu-system-x86 linux-image-amd64 busybox-static cpio file gzip xz-utils
     python3
 )
 

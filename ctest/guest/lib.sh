@@ -14,31 +14,34 @@ write_conf() {
     printf '%s u2.0 nonthreadsafe default %s dapl.2.0 "%s" ""\n' "$2" "$3" "$4" >"$1"
 }
 
-# wait_tcp_listen PID PORT: until something listens on TCP PORT (dtest's
-# server hands its parameters out over TCP 15828) or PID exits. TCG guests
-# are slow enough that a fixed sleep is not enough.
+# Servers print their "ready" lines before they really listen, and under
+# TCG a client that comes early fails, so poll for the listener itself.
+# dtest's server takes its client over TCP 15828 first; dapltest listens
+# through rdma_cm.
+# wait_tcp_listen PID PORT
 wait_tcp_listen() {
-    local hex i
-    hex=$(printf ':%04X ' "$2")
+    local i
     for i in $(seq 300); do
         kill -0 "$1" 2>/dev/null || return 1
-        grep -q "$hex[0-9A-F:]* 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+        [ -n "$(ss -Hltn "sport = :$2" 2>/dev/null)" ] && return 0
         sleep 0.2
     done
     return 1
 }
 
-# wait_rdma_listen PID: until PID has an rdma_cm channel open (its listener
-# is being set up), then a second for it to be bound.
-wait_rdma_listen() {
+# wait_cm_listen PID COMM: until a process named COMM has an rdma_cm listener.
+wait_cm_listen() {
     local i
     for i in $(seq 300); do
         kill -0 "$1" 2>/dev/null || return 1
-        ls -l "/proc/$1/fd" 2>/dev/null | grep -q rdma_cm && { sleep 1; return 0; }
+        rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .* comm $2 " && return 0
         sleep 0.2
     done
     return 1
 }
+
+# dtest's defaults (4 MiB buffers, 2000 writes) take minutes under TCG.
+DTEST_ARGS=${DTEST_ARGS:--b 65536 -B 10}
 
 # run_pair NAME SECONDS "SERVER CMD" "CLIENT CMD" PATTERN:
 # starts the server, waits for its TCP parameter port, runs the client, and

@@ -21,14 +21,14 @@ else
     fail "our registry answers (its log line seen)"
 fi
 
-run_pair dtest 120 "dtest -P ofa-v2-rxe -s" "dtest -P ofa-v2-rxe -h $GUEST_ADDR" PASSED
-run_pair dtest-polling 120 "dtest -P ofa-v2-rxe -s -p" "dtest -P ofa-v2-rxe -h $GUEST_ADDR -p" PASSED
+run_pair dtest 180 "dtest -P ofa-v2-rxe -s $DTEST_ARGS" "dtest -P ofa-v2-rxe -h $GUEST_ADDR $DTEST_ARGS" "Test Complete. PASSED"
+run_pair dtest-polling 180 "dtest -P ofa-v2-rxe -s -p $DTEST_ARGS" "dtest -P ofa-v2-rxe -h $GUEST_ADDR -p $DTEST_ARGS" "Test Complete. PASSED"
 
 # dapltest transaction test with data validation; the server runs until a
 # quit request (-T Q), so it is stopped by the client side here.
 dapltest -T S -D ofa-v2-rxe >"$WORK/dapltest.server" 2>&1 &
 spid=$!
-wait_rdma_listen $spid
+wait_cm_listen $spid dapltest
 timeout 300 dapltest -T T -s "$GUEST_ADDR" -D ofa-v2-rxe -i 20 -t 2 -w 2 -V \
     client SR 1024 server SR 1024 client RW 4096 server RR 4096 >"$WORK/dapltest.client" 2>&1
 crc=$?

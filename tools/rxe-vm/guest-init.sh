@@ -16,10 +16,12 @@ t() { echo "rxe-vm-init: $(cut -d' ' -f1 /proc/uptime 2>/dev/null || cut -d' ' -
 
 RUNDIR=
 CACHE=mmap
+HOST=rxe-vm
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	rxevm.dir=*) RUNDIR="${arg#rxevm.dir=}" ;;
 	rxevm.cache=*) CACHE="${arg#rxevm.cache=}" ;;
+	rxevm.host=*) HOST="${arg#rxevm.host=}" ;;
 	esac
 done
 
@@ -72,7 +74,7 @@ mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm || die "mount /dev/shm"
 mount -t devpts devpts /newroot/dev/pts
 [ -e /newroot/dev/fd ] || ln -s /proc/self/fd /newroot/dev/fd
-hostname rxe-vm
+hostname "${HOST:-rxe-vm}"
 
 t "stage2"
 chroot /newroot /bin/bash "$RUNDIR/stage2.sh" "$RUNDIR" </dev/null

@@ -38,7 +38,9 @@ log "$(cut -d" " -f1 /proc/uptime) stage2 start"
 
 ok=
 for _ in $(seq 100); do
-	if rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE'; then
+	st=
+	read -r st </sys/class/infiniband/rxe0/ports/1/state 2>/dev/null
+	if [ "$st" = "4: ACTIVE" ]; then
 		ok=1
 		break
 	fi

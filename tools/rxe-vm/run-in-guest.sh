@@ -35,7 +35,7 @@ CACHE9P=${RXE_VM_9P_CACHE:-mmap}
 VERBOSE=${RXE_VM_VERBOSE:-0}
 QEMU=${RXE_VM_QEMU:-qemu-system-x86_64}
 
-command -v "$QEMU" >/dev/null || die "$QEMU not found (run tools/rxe-vm/setup.sh as root)"
+command -v "$QEMU" >/dev/null || die "$QEMU not found (run tools/setup.sh as root)"
 
 # --- pick the guest kernel: newest /boot/vmlinuz-* with rdma_rxe available.
 pick_kernel() {
@@ -53,15 +53,14 @@ pick_kernel() {
 	echo "$best"
 }
 KVER=$(pick_kernel)
-[ -n "$KVER" ] || die "no /boot/vmlinuz-* with rdma_rxe modules found (install linux-image-amd64: tools/rxe-vm/setup.sh)"
+[ -n "$KVER" ] || die "no /boot/vmlinuz-* with rdma_rxe modules found (install linux-image-amd64: tools/setup.sh)"
 KERNEL=/boot/vmlinuz-$KVER
+[ -e "$KERNEL" ] || die "$KERNEL not found (RXE_VM_KERNEL=$KVER?)"
 [ -r "$KERNEL" ] || die "$KERNEL not readable (it is root-only on Debian; run as root)"
 
 # --- initramfs (cached, keyed by kernel version and the init script).
 CACHE_DIR=${RXE_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rxe-vm}
 BUSYBOX=${RXE_VM_BUSYBOX:-$(command -v busybox || echo /bin/busybox)}
-key=$( { echo v1; echo "$KVER"; cat "$HERE/guest-init.sh"; sha256sum "$BUSYBOX"; } | sha256sum | cut -c1-16)
-INITRD=$CACHE_DIR/initramfs-$KVER-$key.cpio.gz
 
 build_initramfs() {
 	local t m line path args out mods=() seen=" "
@@ -112,6 +111,16 @@ build_initramfs() {
 	find "$CACHE_DIR" -maxdepth 1 -name "initramfs-$KVER-*.cpio.gz" ! -path "$INITRD" -delete 2>/dev/null || true
 	rm -rf "$t"
 }
+# Key: kernel version + build (size/mtime of the kernel), busybox, the init
+# script and this builder, so any change to them makes a new initramfs.
+key=$( {
+	echo "$KVER"
+	stat -Lc '%s-%Y' "$KERNEL"
+	sha256sum "$BUSYBOX"
+	cat "$HERE/guest-init.sh"
+	declare -f build_initramfs
+} | sha256sum | cut -c1-16)
+INITRD=$CACHE_DIR/initramfs-$KVER-$key.cpio.gz
 if [ ! -s "$INITRD" ] || [ "${RXE_VM_REBUILD:-0}" = 1 ]; then
 	[ "${RXE_VM_QUIET:-0}" = 1 ] || echo "$PROG: building initramfs $INITRD" >&2
 	build_initramfs
@@ -141,16 +150,18 @@ BOOT_KERNEL=$KERNEL
 if [ "${RXE_VM_PVH:-1}" = 1 ]; then
 	kkey=$(stat -Lc '%s-%Y' "$KERNEL")
 	VMLINUX=$CACHE_DIR/vmlinux-$KVER-$kkey
-	if [ ! -s "$VMLINUX" ]; then
+	if [ ! -s "$VMLINUX" ] && [ ! -e "$VMLINUX.nopvh" ]; then
 		mkdir -p "$CACHE_DIR"
+		find "$CACHE_DIR" -maxdepth 1 -name "vmlinux-$KVER-*" -delete 2>/dev/null || true
 		extract_vmlinux "$VMLINUX" || : >"$VMLINUX.nopvh"
 	fi
 	[ ! -s "$VMLINUX" ] || BOOT_KERNEL=$VMLINUX
 fi
 
 # --- per-run directory on the host, visible in the guest via 9p.
-RUNDIR=$(mktemp -d "${RXE_VM_RUNDIR:-/tmp}/rxe-vm.XXXXXX")
+RUNDIR=$(mktemp -d "${RXE_VM_RUNDIR:-${TMPDIR:-/tmp}}/rxe-vm.XXXXXX")
 RUNDIR=$(realpath "$RUNDIR")
+case "$RUNDIR" in *[[:space:]]*) rm -rf "$RUNDIR"; die "run directory path has whitespace: $RUNDIR (set RXE_VM_RUNDIR)" ;; esac
 chmod 755 "$RUNDIR"
 cp "$HERE/guest-stage2.sh" "$RUNDIR/stage2.sh"
 {
@@ -194,7 +205,7 @@ timeout -k 10 "$TIMEOUT" "$QEMU" \
 	-nodefaults -no-user-config -display none -nic none -no-reboot \
 	-serial "file:$RUNDIR/console.log" -monitor none \
 	-kernel "$BOOT_KERNEL" -initrd "$INITRD" \
-	-append "console=ttyS0 loglevel=3 quiet panic=-1 mitigations=off rxevm.dir=$RUNDIR rxevm.cache=$CACHE9P ${RXE_VM_APPEND:-}" \
+	-append "console=ttyS0 loglevel=3 quiet panic=-1 mitigations=off rxevm.dir=$RUNDIR rxevm.cache=$CACHE9P rxevm.host=$(uname -n | tr -cd 'A-Za-z0-9.-') ${RXE_VM_APPEND:-}" \
 	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,multidevs=remap" \
 	</dev/null >"$RUNDIR/qemu.log" 2>&1 &
 QPID=$!

@@ -28,18 +28,18 @@ check() { # name ok(0/1)
 # print their "ready" lines before they really listen, so poll instead.
 # dtest's server first takes the client over TCP port 15828 (then uses
 # rdma_cm); dapltest's server listens through rdma_cm (on port 62000).
-wait_tcp_listen() { # port pid
+wait_tcp_listen() { # port pid (pid: the server, or its timeout wrapper)
 	for _ in $(seq 300); do
 		kill -0 "$2" 2>/dev/null || return 1
-		ss -Hltnp "sport = :$1" 2>/dev/null | grep -q "pid=$2," && return 0
+		[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && return 0
 		sleep 0.2
 	done
 	return 1
 }
-wait_cm_listen() { # pid
+wait_cm_listen() { # comm pid
 	for _ in $(seq 300); do
-		kill -0 "$1" 2>/dev/null || return 1
-		rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*pid $1 " && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .* comm $1 " && return 0
 		sleep 0.2
 	done
 	return 1
@@ -62,14 +62,14 @@ grep -q 'DAPL Test Complete. PASSED' "$tmp/dtest-server"; check "dtest server" $
 echo "=== dapltest transaction test (client SR 256, server SR 256)"
 timeout "$T" dapltest -T S -D "$PROV" >"$tmp/dapltest-server" 2>&1 &
 spid=$!
-wait_cm_listen $spid || echo "ref-dtest: dapltest server did not start listening"
+wait_cm_listen dapltest $spid || echo "ref-dtest: dapltest server did not start listening"
 timeout "$T" dapltest -T T -D "$PROV" -s "$IP" -i 100 -t 1 -w 1 -V client SR 256 server SR 256 2>&1 |
 	tee "$tmp/dapltest-client"
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] && ! grep -qiE 'error|bad connection|fail' "$tmp/dapltest-client"
 check "dapltest -T T client (exit $rc)" $?
 # The server loops until a client asks it to quit.
-wait_cm_listen $spid
+wait_cm_listen dapltest $spid
 timeout "$T" dapltest -T Q -D "$PROV" -s "$IP"
 check "dapltest -T Q" $?
 wait $spid

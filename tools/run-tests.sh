@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The test command (README, CI): installs what is missing, builds, and runs
+# every suite — Rust unit tests, the C registry tests, the ABI comparison with
+# the reference DAPL, and the Soft-RoCE guest tests — then prints one line
+# "tests: N passed, M failed" adding up all of them.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+log=$(mktemp -d /tmp/dat-tests.XXXXXX)
+
+if [ "$(id -u)" = 0 ]; then tools/setup.sh; else sudo tools/setup.sh; fi || exit 1
+tools/build.sh || { echo "tests: build failed"; exit 1; }
+
+passed=0 failed=0 broken=()
+# section NAME CMD...: runs a suite, shows its output, and adds the counts
+# from its summary line(s). A suite that exits non-zero without reporting a
+# failure still counts as one failure.
+section() {
+    local name=$1; shift
+    echo "=== $name"
+    "$@" 2>&1 | tee "$log/$name.out"
+    local rc=${PIPESTATUS[0]}
+    local p f
+    read -r p f < <(python3 - "$log/$name.out" <<'PY'
+import re, sys
+p = f = 0
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"test result: \w+\. (\d+) passed; (\d+) failed", line) \
+        or re.search(r"^[\w. -]+: (\d+) passed, (\d+) failed", line)
+    if m:
+        p += int(m.group(1)); f += int(m.group(2))
+print(p, f)
+PY
+)
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    passed=$((passed + p)); failed=$((failed + f))
+    [ "$f" -eq 0 ] || broken+=("$name")
+}
+
+section unit cargo test --release --workspace
+section ctest make -C ctest run
+section abi python3 tools/abi-check/abi_check.py \
+    --ours-include include --ref-include /usr/include \
+    --ours-lib target/release/libdat2.so.2 --ref-lib /usr/lib/x86_64-linux-gnu/libdat2.so.2
+section guest-ref-provider tools/rxe-vm/run-in-guest.sh ctest/guest/ref-provider.sh
+
+rm -rf "$log"
+[ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
