@@ -6,4 +6,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 cargo build --release --workspace
 tools/link-libdat2.sh release
+# dat.conf names providers by soname, as DAPL's libdaplofa.so.2.
+ln -sf libdaplibv.so target/release/libdaplibv.so.2
 make -C ctest all

@@ -1,1 +1,82 @@
-//! The verbs provider lives here once issue 3 lands; the crate exists so the workspace layout is fixed.
+//! `libdaplibv.so.2`: a DAT 2.0 provider over rdma-core verbs and rdma_cm.
+//!
+//! Named in dat.conf like DAPL's `libdaplofa.so.2`; the registry (ours or
+//! the reference) loads it and calls `dat_provider_init` once per entry.
+//! Transport-independent object logic is in the per-object modules; every
+//! call into libibverbs/librdmacm is under `verbs/`.
+
+mod generic;
+mod handle;
+mod ia;
+mod instance;
+mod lmr;
+mod pz;
+mod table;
+mod verbs;
+
+use dat_abi::*;
+use std::ffi::CStr;
+
+type RegistryFn = unsafe extern "C" fn(*const DAT_PROVIDER, *const DAT_PROVIDER_INFO) -> DAT_RETURN;
+
+/// The registry's add/remove entry, looked up at run time: this library
+/// does not link libdat2, so whichever registry loaded it (ours or the
+/// reference) is the one it registers with.
+fn registry_fn(name: &CStr) -> Option<RegistryFn> {
+    // SAFETY: dlsym on the global scope with a C string name.
+    let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    // SAFETY: the DAT registry defines these with exactly this signature.
+    (!sym.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, RegistryFn>(sym) })
+}
+
+fn ia_name(info: &DAT_PROVIDER_INFO) -> String {
+    let bytes: Vec<u8> = info.ia_name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// # Safety
+/// Called by a DAT registry with its info for one dat.conf entry and that
+/// entry's ia_params string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dat_provider_init(info: *const DAT_PROVIDER_INFO, params: *const std::os::raw::c_char) {
+    dat_abi::logging::init("daplibv", &["DAPL_DBG_TYPE", "DAT_DBG_TYPE"]);
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: the registry passes a valid info (null-checked).
+        let Some(info) = (unsafe { info.as_ref() }) else { return };
+        let name = ia_name(info);
+        let params = if params.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a C string from the registry.
+            unsafe { CStr::from_ptr(params) }.to_string_lossy().into_owned()
+        };
+        let Some(add) = registry_fn(c"dat_registry_add_provider") else {
+            log::error!("no DAT registry in this process; cannot register IA '{name}'");
+            return;
+        };
+        instance::add(&name, &params);
+        // SAFETY: our static table, and the registry's own info.
+        let rc = unsafe { add(table::provider(), info) };
+        if rc != DAT_SUCCESS {
+            log::error!("registering IA '{name}' failed: {rc:#x}");
+            instance::remove(&name);
+        } else {
+            log::debug!("registered IA '{name}' with ia_params \"{params}\"");
+        }
+    });
+}
+
+/// # Safety
+/// Called by the registry with the info given to `dat_provider_init`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dat_provider_fini(info: *const DAT_PROVIDER_INFO) {
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: null-checked registry info.
+        let Some(info) = (unsafe { info.as_ref() }) else { return };
+        instance::remove(&ia_name(info));
+        if let Some(remove) = registry_fn(c"dat_registry_remove_provider") {
+            // SAFETY: as for add.
+            unsafe { remove(table::provider(), info) };
+        }
+    });
+}

@@ -30,15 +30,4 @@ pub fn ia_or_object(h: DAT_HANDLE, minor: u32) -> Result<Target, DAT_RETURN> {
     }
 }
 
-/// Runs an entry point's body; a panic becomes DAT_INTERNAL_ERROR instead of
-/// unwinding into C.
-#[inline]
-pub fn guard(name: &str, body: impl FnOnce() -> DAT_RETURN) -> DAT_RETURN {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(r) => r,
-        Err(_) => {
-            log::error!("{name}: internal panic caught at the API boundary");
-            crate::status::INTERNAL
-        }
-    }
-}
+pub use dat_abi::status::guard;

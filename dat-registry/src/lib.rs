@@ -7,7 +7,6 @@
 
 mod api;
 pub mod conf;
-mod debug;
 mod dispatch;
 mod ia_table;
 mod library;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 pub fn conf() -> &'static Conf {
     static CONF: OnceLock<Conf> = OnceLock::new();
     CONF.get_or_init(|| {
-        crate::debug::init();
+        dat_abi::logging::init("dat-registry", &["DAT_DBG_TYPE"]);
         let conf = Conf::load(&conf::default_path());
         for e in &conf.errors {
             if e.line == 0 {

@@ -2,11 +2,7 @@
 
 use dat_abi::*;
 
-/// An error return: class bit, major type and minor subtype in one word,
-/// laid out the way `DAT_GET_TYPE`/`DAT_GET_SUBTYPE` take it apart.
-pub const fn error(major: u32, minor: u32) -> DAT_RETURN {
-    DAT_CLASS_ERROR | major | minor
-}
+pub use dat_abi::status::{INTERNAL, NOT_IMPLEMENTED, error, invalid_arg, invalid_handle, not_found};
 
 /// Minor codes of our own under `DAT_PROVIDER_NOT_FOUND`. The DAT headers only
 /// know "name not registered", which told users nothing when the real cause was
@@ -15,21 +11,6 @@ pub const fn error(major: u32, minor: u32) -> DAT_RETURN {
 /// public headers, so the headers stay identical to DAT 2.0.
 pub const DAT_LIBRARY_LOAD_FAILED: u32 = 0x7000;
 pub const DAT_PROVIDER_INIT_FAILED: u32 = 0x7001;
-
-pub const INTERNAL: DAT_RETURN = error(DAT_INTERNAL_ERROR, 0);
-pub const NOT_IMPLEMENTED: DAT_RETURN = error(DAT_NOT_IMPLEMENTED, 0);
-
-pub const fn invalid_handle(minor: u32) -> DAT_RETURN {
-    error(DAT_INVALID_HANDLE, minor)
-}
-
-pub const fn invalid_arg(minor: u32) -> DAT_RETURN {
-    error(DAT_INVALID_PARAMETER, minor)
-}
-
-pub const fn not_found(minor: u32) -> DAT_RETURN {
-    error(DAT_PROVIDER_NOT_FOUND, minor)
-}
 
 macro_rules! named {
     ($($name:ident),* $(,)?) => {

@@ -1,4 +1,8 @@
-//! Log output switched on by `DAT_DBG_TYPE`, the variable DAPL users already set.
+//! Log output switched on by the variables DAPL users already set:
+//! `DAT_DBG_TYPE` for the registry, `DAPL_DBG_TYPE` for providers.
+//!
+//! Each DAT library (libdat2, every provider) is its own shared object with
+//! its own copy of `log`, so each installs this logger for itself.
 //!
 //! Bits as the reference registry reads them: 0x1 errors, 0x2 general, 0x4
 //! static registry, 0x8 dynamic registry, 0x10/0x20 provider/consumer API
@@ -7,9 +11,11 @@
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use std::io::Write;
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
-struct StderrLogger;
+struct StderrLogger {
+    prefix: OnceLock<&'static str>,
+}
 
 impl Log for StderrLogger {
     fn enabled(&self, metadata: &Metadata) -> bool {
@@ -24,7 +30,8 @@ impl Log for StderrLogger {
                 _ => "dbg",
             };
             // One write per line, so lines from several threads do not interleave.
-            let line = format!("dat-registry {tag}: {}\n", record.args());
+            let prefix = self.prefix.get().copied().unwrap_or("dat");
+            let line = format!("{prefix} {tag}: {}\n", record.args());
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
     }
@@ -51,13 +58,20 @@ pub fn level_for(mask: u32) -> LevelFilter {
     }
 }
 
-/// Installs the logger once; if the host program already installed its own
-/// `log` logger in this library's copy of `log`, that one is kept.
-pub fn init() {
+static LOGGER: StderrLogger = StderrLogger { prefix: OnceLock::new() };
+
+/// Installs the logger once, with lines prefixed by `prefix` and the level
+/// from the first of `vars` that is set. If the program already installed
+/// its own logger in this library's copy of `log`, that one is kept.
+pub fn init(prefix: &'static str, vars: &[&str]) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let mask = std::env::var("DAT_DBG_TYPE").ok().and_then(|v| parse_mask(&v)).unwrap_or(0);
-        if log::set_logger(&StderrLogger).is_ok() {
+        let mask = vars
+            .iter()
+            .find_map(|v| std::env::var(v).ok().and_then(|v| parse_mask(&v)))
+            .unwrap_or(0);
+        let _ = LOGGER.prefix.set(prefix);
+        if log::set_logger(&LOGGER).is_ok() {
             log::set_max_level(level_for(mask));
         }
     });

@@ -1,0 +1,132 @@
+//! DAT handles: type-stable slots that outlive the objects in them.
+//!
+//! A handle is the address of a `Slot<T>`. The slot's first word is our
+//! provider table (what DAT_HANDLE_TO_PROVIDER reads), the second a tag
+//! saying which kind of object lives there, or that none does. Slots are
+//! never given back to the allocator, only reused for the same type, oldest
+//! first, so a freed or wrong-type handle reads a tag that says so and the
+//! call returns DAT_INVALID_HANDLE instead of touching freed memory.
+
+use crate::table;
+use dat_abi::status::invalid_handle;
+use dat_abi::*;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// Tags are this magic in the high half and the DAT_HANDLE_TYPE in the low.
+const MAGIC: u32 = 0xDA70_0000;
+const DEAD: u32 = 0xDEAD_0000;
+
+#[repr(C)]
+pub struct Header {
+    /// Must stay the first word: consumers' macros and the registry read it.
+    provider: AtomicPtr<DAT_PROVIDER>,
+    tag: AtomicU32,
+    /// The consumer's DAT_CONTEXT, an 8-byte union kept as its bits.
+    context: AtomicU64,
+}
+
+#[repr(C)]
+pub struct Slot<T> {
+    header: Header,
+    body: UnsafeCell<MaybeUninit<T>>,
+}
+
+// Bodies are only reached through &T after the tag check; T's own fields
+// carry the synchronisation (Object requires Sync).
+unsafe impl<T: Sync> Sync for Slot<T> {}
+
+/// A DAT object kind that lives in slots.
+pub trait Object: Sized + Send + Sync + 'static {
+    const TYPE: DAT_HANDLE_TYPE;
+    /// The DAT_INVALID_HANDLE minor for a bad handle of this kind.
+    const INVALID: u32;
+}
+
+pub struct Pool<T: 'static> {
+    free: Mutex<VecDeque<&'static Slot<T>>>,
+}
+
+impl<T: Object> Pool<T> {
+    pub const fn new() -> Self {
+        Pool { free: Mutex::new(VecDeque::new()) }
+    }
+
+    /// Puts `value` in a slot and returns its handle.
+    pub fn insert(&'static self, value: T) -> DAT_HANDLE {
+        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let slot: &'static Slot<T> = reused.unwrap_or_else(|| {
+            Box::leak(Box::new(Slot {
+                header: Header {
+                    provider: AtomicPtr::new(table::provider()),
+                    tag: AtomicU32::new(DEAD),
+                    context: AtomicU64::new(0),
+                },
+                body: UnsafeCell::new(MaybeUninit::uninit()),
+            }))
+        });
+        // SAFETY: the slot is dead (fresh, or taken off the free list), so no
+        // one else reads or writes its body.
+        unsafe { (*slot.body.get()).write(value) };
+        slot.header.context.store(0, Ordering::Relaxed);
+        slot.header.tag.store(MAGIC | T::TYPE, Ordering::Release);
+        slot as *const Slot<T> as DAT_HANDLE
+    }
+
+    /// Ends the object behind `h` (which must have passed `get`) and queues its
+    /// slot for reuse. Returns false if another thread removed it first.
+    pub fn remove(&'static self, h: DAT_HANDLE) -> bool {
+        // SAFETY: callers pass handles that `get::<T>` accepted: a live slot of T.
+        let slot: &'static Slot<T> = unsafe { &*(h as *const Slot<T>) };
+        if slot.header.tag.compare_exchange(MAGIC | T::TYPE, DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return false;
+        }
+        // SAFETY: we won the tag race, so the body is initialised and ours to drop.
+        unsafe { (*slot.body.get()).assume_init_drop() };
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).push_back(slot);
+        true
+    }
+}
+
+/// The live header behind any handle of ours, or None.
+fn header(h: DAT_HANDLE) -> Option<&'static Header> {
+    if h.is_null() || (h as usize) % std::mem::align_of::<Header>() != 0 {
+        return None;
+    }
+    // SAFETY: the DAT contract makes a handle point at an object whose first
+    // word is its provider; we read that word and our tag only.
+    let hdr = unsafe { &*(h as *const Header) };
+    let ours = std::ptr::eq(hdr.provider.load(Ordering::Relaxed), table::provider());
+    (ours && hdr.tag.load(Ordering::Acquire) & 0xFFFF_0000 == MAGIC).then_some(hdr)
+}
+
+/// The object behind `h` if it is a live `T` of ours.
+#[inline]
+pub fn get<T: Object>(h: DAT_HANDLE) -> Result<&'static T, DAT_RETURN> {
+    match header(h) {
+        Some(hdr) if hdr.tag.load(Ordering::Acquire) == MAGIC | T::TYPE => {
+            // SAFETY: the tag says a T is initialised here; slots are never freed.
+            Ok(unsafe { (*(*(h as *const Slot<T>)).body.get()).assume_init_ref() })
+        }
+        _ => Err(invalid_handle(T::INVALID)),
+    }
+}
+
+/// The DAT_HANDLE_TYPE of a live handle of ours.
+pub fn kind_of(h: DAT_HANDLE) -> Option<DAT_HANDLE_TYPE> {
+    header(h).map(|hdr| hdr.tag.load(Ordering::Acquire) & 0xFFFF)
+}
+
+pub fn set_context(h: DAT_HANDLE, context: DAT_CONTEXT) -> bool {
+    header(h).map(|hdr| {
+        // SAFETY: DAT_CONTEXT is an 8-byte union; every member is plain bits.
+        hdr.context.store(unsafe { context.as_64 }, Ordering::Release)
+    }).is_some()
+}
+
+pub fn context(h: DAT_HANDLE) -> Option<DAT_CONTEXT> {
+    header(h).map(|hdr| DAT_CONTEXT { as_64: hdr.context.load(Ordering::Acquire) })
+}

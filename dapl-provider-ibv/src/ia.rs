@@ -1,0 +1,214 @@
+//! The Interface Adapter: one opened RDMA device port, parent of every other object.
+
+use crate::handle::{self, Object, Pool};
+use crate::instance;
+use crate::verbs::device::{Device, cstring};
+use dat_abi::status::{guard, invalid_arg, invalid_state, not_found};
+use dat_abi::*;
+use std::ffi::CStr;
+use std::sync::Mutex;
+
+pub struct Ia {
+    pub name: String,
+    pub device: Device,
+    children: Mutex<Vec<Child>>,
+}
+
+/// An object an abrupt close must free: higher `rank` goes first, so
+/// children are freed before the parents they hold (LMRs before PZs).
+struct Child {
+    handle: usize,
+    rank: u8,
+    destroy: fn(DAT_HANDLE),
+}
+
+static POOL: Pool<Ia> = Pool::new();
+
+impl Object for Ia {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_IA;
+    const INVALID: u32 = DAT_INVALID_HANDLE_IA;
+}
+
+impl Ia {
+    pub fn adopt(&self, h: DAT_HANDLE, rank: u8, destroy: fn(DAT_HANDLE)) {
+        self.children.lock().unwrap_or_else(|e| e.into_inner()).push(Child { handle: h as usize, rank, destroy });
+    }
+
+    pub fn disown(&self, h: DAT_HANDLE) {
+        self.children.lock().unwrap_or_else(|e| e.into_inner()).retain(|c| c.handle != h as usize);
+    }
+}
+
+pub unsafe extern "C" fn open(
+    name: DAT_NAME_PTR,
+    _async_qlen: DAT_COUNT,
+    async_evd: *mut DAT_EVD_HANDLE,
+    ia_out: *mut DAT_IA_HANDLE,
+) -> DAT_RETURN {
+    guard("dat_ia_open", || {
+        if name.is_null() {
+            return invalid_arg(DAT_INVALID_ARG1);
+        }
+        if async_evd.is_null() {
+            return invalid_arg(DAT_INVALID_ARG3);
+        }
+        if ia_out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG4);
+        }
+        // SAFETY: non-null; the registry passes the consumer's C string.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+        let Some(params) = instance::params(&name) else {
+            return not_found(DAT_NAME_NOT_REGISTERED);
+        };
+        let device = match Device::open(&params) {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        let h = POOL.insert(Ia { name, device, children: Mutex::new(Vec::new()) });
+        // SAFETY: checked non-null above.
+        unsafe { *ia_out = h };
+        DAT_SUCCESS
+    })
+}
+
+fn copy_name(dst: &mut [std::os::raw::c_char], src: &str) {
+    let c = cstring(src);
+    let bytes = c.as_bytes_with_nul();
+    let n = bytes.len().min(dst.len());
+    for (d, s) in dst[..n].iter_mut().zip(bytes) {
+        *d = *s as _;
+    }
+    if let Some(last) = dst.last_mut() {
+        *last = 0;
+    }
+}
+
+fn clamp(v: i64) -> DAT_COUNT {
+    v.clamp(0, DAT_COUNT::MAX as i64) as DAT_COUNT
+}
+
+fn fill_ia_attr(ia: &Ia, a: &mut DAT_IA_ATTR) {
+    let d = &ia.device.dev_attr;
+    let p = &ia.device.port_attr;
+    *a = DAT_IA_ATTR::default();
+    copy_name(&mut a.adapter_name, &ia.device.name);
+    copy_name(&mut a.vendor_name, &format!("vendor 0x{:x} part 0x{:x}", d.vendor_id, d.vendor_part_id));
+    a.hardware_version_major = d.hw_ver;
+    // SAFETY: fw_ver is a NUL-terminated array filled by the kernel.
+    let fw = unsafe { CStr::from_ptr(d.fw_ver.as_ptr()) }.to_string_lossy().into_owned();
+    let mut fw_parts = fw.split('.').map(|s| s.parse::<u32>().unwrap_or(0));
+    a.firmware_version_major = fw_parts.next().unwrap_or(0);
+    a.firmware_version_minor = fw_parts.next().unwrap_or(0);
+    a.ia_address_ptr = ia.device.ia_address();
+    a.max_eps = clamp(d.max_qp as i64);
+    a.max_dto_per_ep = clamp(d.max_qp_wr as i64);
+    a.max_rdma_read_per_ep_in = clamp(d.max_qp_rd_atom as i64);
+    a.max_rdma_read_per_ep_out = clamp(d.max_qp_init_rd_atom as i64);
+    a.max_evds = clamp(d.max_cq as i64);
+    a.max_evd_qlen = clamp(d.max_cqe as i64);
+    a.max_iov_segments_per_dto = clamp(d.max_sge as i64);
+    a.max_lmrs = clamp(d.max_mr as i64);
+    a.max_lmr_block_size = d.max_mr_size.min(u32::MAX as u64) as DAT_SEG_LENGTH;
+    a.max_lmr_virtual_address = u64::MAX;
+    a.max_pzs = clamp(d.max_pd as i64);
+    a.max_message_size = p.max_msg_sz as DAT_SEG_LENGTH;
+    a.max_rdma_size = p.max_msg_sz as DAT_SEG_LENGTH;
+    a.max_rmrs = clamp(d.max_mw as i64);
+    a.max_rmr_target_address = u64::MAX;
+    a.max_srqs = clamp(d.max_srq as i64);
+    a.max_ep_per_srq = a.max_eps;
+    a.max_recv_per_srq = clamp(d.max_srq_wr as i64);
+    a.max_iov_segments_per_rdma_read = clamp(d.max_sge_rd.max(1) as i64);
+    a.max_iov_segments_per_rdma_write = clamp(d.max_sge as i64);
+    a.max_rdma_read_in = clamp(d.max_res_rd_atom as i64);
+    a.max_rdma_read_out = clamp(d.max_qp_init_rd_atom as i64);
+    a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE as _;
+    a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE as _;
+    a.zb_supported = DAT_FALSE as _;
+}
+
+fn fill_provider_attr(a: &mut DAT_PROVIDER_ATTR) {
+    *a = DAT_PROVIDER_ATTR::default();
+    copy_name(&mut a.provider_name, "daplibv");
+    a.provider_version_major = 2;
+    a.provider_version_minor = 0;
+    a.dapl_version_major = DAT_VERSION_MAJOR;
+    a.dapl_version_minor = DAT_VERSION_MINOR;
+    a.lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR;
+    a.iov_ownership_on_return = DAT_IOV_CONSUMER;
+    a.dat_qos_supported = DAT_QOS_BEST_EFFORT;
+    a.completion_flags_supported = DAT_COMPLETION_DEFAULT_FLAG;
+    a.is_thread_safe = DAT_FALSE as _;
+    a.max_private_data_size = 0;
+    a.supports_multipath = DAT_FALSE as _;
+    a.ep_creator = DAT_PSP_CREATES_EP_NEVER;
+    a.pz_support = DAT_PZ_UNIQUE;
+    a.optimal_buffer_alignment = 64;
+    a.srq_supported = DAT_FALSE as _;
+    a.lmr_sync_req = DAT_FALSE as _;
+    a.dto_async_return_guaranteed = DAT_FALSE as _;
+    a.rdma_write_for_rdma_read_req = DAT_FALSE as _;
+    a.rdma_read_lmr_rmr_context_exposure = DAT_FALSE as _;
+    a.rmr_scope_supported = DAT_RMR_SCOPE_EP;
+    a.is_signal_safe = DAT_FALSE as _;
+    a.ha_supported = DAT_FALSE as _;
+}
+
+pub unsafe extern "C" fn query(
+    h: DAT_IA_HANDLE,
+    async_evd: *mut DAT_EVD_HANDLE,
+    ia_mask: DAT_IA_ATTR_MASK,
+    ia_attr: *mut DAT_IA_ATTR,
+    prov_mask: DAT_PROVIDER_ATTR_MASK,
+    prov_attr: *mut DAT_PROVIDER_ATTR,
+) -> DAT_RETURN {
+    guard("dat_ia_query", || {
+        let ia = match handle::get::<Ia>(h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        if ia_mask != 0 && ia_attr.is_null() {
+            return invalid_arg(DAT_INVALID_ARG4);
+        }
+        if prov_mask != 0 && prov_attr.is_null() {
+            return invalid_arg(DAT_INVALID_ARG6);
+        }
+        // SAFETY: each out-pointer is null-checked; they are the consumer's.
+        unsafe {
+            if let Some(out) = async_evd.as_mut() {
+                *out = std::ptr::null_mut();
+            }
+            if let Some(a) = ia_attr.as_mut() {
+                fill_ia_attr(ia, a);
+            }
+            if let Some(a) = prov_attr.as_mut() {
+                fill_provider_attr(a);
+            }
+        }
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
+    guard("dat_ia_close", || {
+        let ia = match handle::get::<Ia>(h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        if flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        let mut children = std::mem::take(&mut *ia.children.lock().unwrap_or_else(|e| e.into_inner()));
+        if flags == DAT_CLOSE_GRACEFUL_FLAG && !children.is_empty() {
+            *ia.children.lock().unwrap_or_else(|e| e.into_inner()) = children;
+            return invalid_state(DAT_INVALID_STATE_IA_IN_USE);
+        }
+        children.sort_by(|a, b| b.rank.cmp(&a.rank));
+        for c in children {
+            (c.destroy)(c.handle as DAT_HANDLE);
+        }
+        log::debug!("IA '{}' on {} closed", ia.name, ia.device.name);
+        POOL.remove(h);
+        DAT_SUCCESS
+    })
+}

@@ -1,0 +1,208 @@
+//! Local memory regions: registered memory, by virtual address or by
+//! sharing another LMR's region.
+
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::pz::Pz;
+use crate::verbs::mr::Mr;
+use dat_abi::status::{error, guard, invalid_arg, invalid_handle, no_resources};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::sync::atomic::Ordering;
+
+pub struct Lmr {
+    pz: &'static Pz,
+    pz_handle: usize,
+    mem_type: DAT_MEM_TYPE,
+    region: DAT_REGION_DESCRIPTION,
+    addr: u64,
+    len: u64,
+    privs: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    pub mr: Mr,
+}
+
+// DAT_REGION_DESCRIPTION is a union of pointers kept only to hand back in queries.
+unsafe impl Send for Lmr {}
+unsafe impl Sync for Lmr {}
+
+/// Abrupt IA close frees LMRs before the PZs they hold.
+pub const RANK: u8 = 5;
+
+static POOL: Pool<Lmr> = Pool::new();
+
+impl Object for Lmr {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_LMR;
+    const INVALID: u32 = DAT_INVALID_HANDLE_LMR;
+}
+
+/// DAT privileges to verbs access flags. Local write is always on: a receive
+/// or an RDMA read lands in the region, and verbs require it for remote write.
+pub fn access_flags(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
+    let mut a = ibv::IBV_ACCESS_LOCAL_WRITE;
+    if privs & DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_READ;
+    }
+    if privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_WRITE;
+    }
+    a
+}
+
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn create(
+    ia_h: DAT_IA_HANDLE,
+    mem_type: DAT_MEM_TYPE,
+    region: DAT_REGION_DESCRIPTION,
+    len: DAT_VLEN,
+    pz_h: DAT_PZ_HANDLE,
+    privs: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    lmr_out: *mut DAT_LMR_HANDLE,
+    lmr_ctx: *mut DAT_LMR_CONTEXT,
+    rmr_ctx: *mut DAT_RMR_CONTEXT,
+    reg_len: *mut DAT_VLEN,
+    reg_addr: *mut DAT_VADDR,
+) -> DAT_RETURN {
+    guard("dat_lmr_create", || {
+        let ia = match handle::get::<Ia>(ia_h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        let pz = match handle::get::<Pz>(pz_h) {
+            Ok(pz) => pz,
+            Err(e) => return e,
+        };
+        if !std::ptr::eq(pz.ia, ia) {
+            return invalid_handle(DAT_INVALID_HANDLE_PZ);
+        }
+        if lmr_out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG8);
+        }
+        if va_type != DAT_VA_TYPE_VA {
+            // Zero-based addressing is not offered (ia_query says zb_supported = false).
+            return invalid_arg(DAT_INVALID_ARG7);
+        }
+        let addr: *mut libc::c_void = match mem_type {
+            // SAFETY: the union member the memory type names.
+            DAT_MEM_TYPE_VIRTUAL => unsafe { region.for_va },
+            DAT_MEM_TYPE_LMR => {
+                // SAFETY: as above.
+                let other = unsafe { region.for_lmr_handle };
+                match handle::get::<Lmr>(other) {
+                    Ok(o) if len <= o.len => o.addr as *mut libc::c_void,
+                    Ok(_) => return error(DAT_LENGTH_ERROR, 0),
+                    Err(_) => return invalid_arg(DAT_INVALID_ARG3),
+                }
+            }
+            _ => return error(DAT_MODEL_NOT_SUPPORTED, 0),
+        };
+        if len == 0 || addr.is_null() {
+            return invalid_arg(if addr.is_null() { DAT_INVALID_ARG3 } else { DAT_INVALID_ARG4 });
+        }
+        let mr = match Mr::register(pz.pd.0, addr, len as usize, access_flags(privs)) {
+            Ok(mr) => mr,
+            Err(e) => {
+                log::warn!("ibv_reg_mr of {len} bytes at {addr:p}: {e}");
+                return match e.raw_os_error() {
+                    Some(libc::EFAULT) | Some(libc::EINVAL) => error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),
+                    _ => no_resources(DAT_RESOURCE_MEMORY_REGION),
+                };
+            }
+        };
+        let (lkey, rkey) = (mr.lkey(), mr.rkey());
+        pz.users.fetch_add(1, Ordering::AcqRel);
+        let h = POOL.insert(Lmr {
+            pz,
+            pz_handle: pz_h as usize,
+            mem_type,
+            region,
+            addr: addr as u64,
+            len,
+            privs,
+            va_type,
+            mr,
+        });
+        ia.adopt(h, RANK, destroy);
+        // SAFETY: each out-pointer is the consumer's; optional ones null-checked.
+        unsafe {
+            *lmr_out = h;
+            if let Some(p) = lmr_ctx.as_mut() {
+                *p = lkey;
+            }
+            if let Some(p) = rmr_ctx.as_mut() {
+                *p = rkey;
+            }
+            if let Some(p) = reg_len.as_mut() {
+                *p = len;
+            }
+            if let Some(p) = reg_addr.as_mut() {
+                *p = addr as u64;
+            }
+        }
+        DAT_SUCCESS
+    })
+}
+
+fn destroy(h: DAT_HANDLE) {
+    if let Ok(lmr) = handle::get::<Lmr>(h) {
+        let pz = lmr.pz;
+        pz.ia.disown(h);
+        if POOL.remove(h) {
+            pz.users.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+pub unsafe extern "C" fn query(h: DAT_LMR_HANDLE, _mask: DAT_LMR_PARAM_MASK, out: *mut DAT_LMR_PARAM) -> DAT_RETURN {
+    guard("dat_lmr_query", || {
+        let lmr = match handle::get::<Lmr>(h) {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        p.ia_handle = lmr.pz.ia_handle as DAT_IA_HANDLE;
+        p.mem_type = lmr.mem_type;
+        p.region_desc = lmr.region;
+        p.length = lmr.len;
+        p.pz_handle = lmr.pz_handle as DAT_PZ_HANDLE;
+        p.mem_priv = lmr.privs;
+        p.va_type = lmr.va_type;
+        p.lmr_context = lmr.mr.lkey();
+        p.rmr_context = lmr.mr.rkey();
+        p.registered_size = lmr.len;
+        p.registered_address = lmr.addr;
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn free(h: DAT_LMR_HANDLE) -> DAT_RETURN {
+    guard("dat_lmr_free", || {
+        if let Err(e) = handle::get::<Lmr>(h) {
+            return e;
+        }
+        destroy(h);
+        DAT_SUCCESS
+    })
+}
+
+/// The memory on the hosts we run on is coherent with the adapter, so there
+/// is nothing to flush; the arguments are still checked.
+fn sync(ia_h: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
+    if let Err(e) = handle::get::<Ia>(ia_h) {
+        return e;
+    }
+    if iov.is_null() && n != 0 {
+        return invalid_arg(DAT_INVALID_ARG2);
+    }
+    DAT_SUCCESS
+}
+
+pub unsafe extern "C" fn sync_rdma_read(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
+    guard("dat_lmr_sync_rdma_read", || sync(ia, iov, n))
+}
+
+pub unsafe extern "C" fn sync_rdma_write(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
+    guard("dat_lmr_sync_rdma_write", || sync(ia, iov, n))
+}

@@ -1,0 +1,85 @@
+//! Protection zones: a verbs protection domain.
+
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::verbs::pd::Pd;
+use dat_abi::status::{guard, invalid_arg, invalid_state, no_resources};
+use dat_abi::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub struct Pz {
+    pub ia: &'static Ia,
+    pub ia_handle: usize,
+    pub pd: Pd,
+    /// LMRs, RMRs, EPs and SRQs using this PZ; it cannot be freed while any do.
+    pub users: AtomicUsize,
+}
+
+/// Abrupt IA close frees PZs after everything that can use them.
+pub const RANK: u8 = 1;
+
+static POOL: Pool<Pz> = Pool::new();
+
+impl Object for Pz {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_PZ;
+    const INVALID: u32 = DAT_INVALID_HANDLE_PZ;
+}
+
+pub unsafe extern "C" fn create(ia_h: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> DAT_RETURN {
+    guard("dat_pz_create", || {
+        let ia = match handle::get::<Ia>(ia_h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        let Some(pd) = Pd::alloc(ia.device.ctx) else {
+            log::warn!("ibv_alloc_pd: {}", std::io::Error::last_os_error());
+            return no_resources(DAT_RESOURCE_PROTECTION_DOMAIN);
+        };
+        let h = POOL.insert(Pz { ia, ia_handle: ia_h as usize, pd, users: AtomicUsize::new(0) });
+        ia.adopt(h, RANK, destroy);
+        // SAFETY: checked non-null.
+        unsafe { *out = h };
+        DAT_SUCCESS
+    })
+}
+
+fn destroy(h: DAT_HANDLE) {
+    if let Ok(pz) = handle::get::<Pz>(h) {
+        pz.ia.disown(h);
+        POOL.remove(h);
+    }
+}
+
+pub unsafe extern "C" fn query(h: DAT_PZ_HANDLE, _mask: DAT_PZ_PARAM_MASK, out: *mut DAT_PZ_PARAM) -> DAT_RETURN {
+    guard("dat_pz_query", || {
+        let pz = match handle::get::<Pz>(h) {
+            Ok(pz) => pz,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        match unsafe { out.as_mut() } {
+            Some(p) => {
+                p.ia_handle = pz.ia_handle as DAT_IA_HANDLE;
+                DAT_SUCCESS
+            }
+            None => invalid_arg(DAT_INVALID_ARG3),
+        }
+    })
+}
+
+pub unsafe extern "C" fn free(h: DAT_PZ_HANDLE) -> DAT_RETURN {
+    guard("dat_pz_free", || {
+        let pz = match handle::get::<Pz>(h) {
+            Ok(pz) => pz,
+            Err(e) => return e,
+        };
+        if pz.users.load(Ordering::Acquire) != 0 {
+            return invalid_state(DAT_INVALID_STATE_PZ_IN_USE);
+        }
+        destroy(h);
+        DAT_SUCCESS
+    })
+}
