@@ -1,17 +1,22 @@
 //! The Interface Adapter: one opened RDMA device port, parent of every other object.
 
 use crate::handle::{self, Object, Pool};
+use crate::evd;
 use crate::instance;
 use crate::verbs::device::{Device, cstring};
 use dat_abi::status::{guard, invalid_arg, invalid_state, not_found};
 use dat_abi::*;
 use std::ffi::CStr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub struct Ia {
     pub name: String,
     pub device: Device,
     children: Mutex<Vec<Child>>,
+    /// The async EVD: created by us at open unless the consumer gave one.
+    async_evd: AtomicUsize,
+    owns_async_evd: AtomicBool,
 }
 
 /// An object an abrupt close must free: higher `rank` goes first, so
@@ -37,11 +42,19 @@ impl Ia {
     pub fn disown(&self, h: DAT_HANDLE) {
         self.children.lock().unwrap_or_else(|e| e.into_inner()).retain(|c| c.handle != h as usize);
     }
+
+    pub fn is_async_evd(&self, h: DAT_EVD_HANDLE) -> bool {
+        self.owns_async_evd.load(Ordering::Acquire) && self.async_evd.load(Ordering::Acquire) == h as usize
+    }
+
+    pub fn async_evd(&self) -> DAT_EVD_HANDLE {
+        self.async_evd.load(Ordering::Acquire) as DAT_EVD_HANDLE
+    }
 }
 
 pub unsafe extern "C" fn open(
     name: DAT_NAME_PTR,
-    _async_qlen: DAT_COUNT,
+    async_qlen: DAT_COUNT,
     async_evd: *mut DAT_EVD_HANDLE,
     ia_out: *mut DAT_IA_HANDLE,
 ) -> DAT_RETURN {
@@ -64,7 +77,38 @@ pub unsafe extern "C" fn open(
             Ok(d) => d,
             Err(e) => return e,
         };
-        let h = POOL.insert(Ia { name, device, children: Mutex::new(Vec::new()) });
+        // SAFETY: checked non-null above; the consumer's in/out handle.
+        let given = unsafe { *async_evd };
+        let given_evd = if given.is_null() {
+            None
+        } else {
+            match evd::require(given, DAT_EVD_ASYNC_FLAG, DAT_INVALID_HANDLE_EVD_ASYNC) {
+                Ok(_) => Some(given),
+                Err(e) => return e,
+            }
+        };
+        let h = POOL.insert(Ia {
+            name,
+            device,
+            children: Mutex::new(Vec::new()),
+            async_evd: AtomicUsize::new(given as usize),
+            owns_async_evd: AtomicBool::new(false),
+        });
+        let ia = handle::get::<Ia>(h).expect("just created");
+        if given_evd.is_none() {
+            match evd::create_evd(ia, h, async_qlen.max(8), std::ptr::null_mut(), DAT_EVD_ASYNC_FLAG) {
+                Ok(e) => {
+                    ia.async_evd.store(e as usize, Ordering::Release);
+                    ia.owns_async_evd.store(true, Ordering::Release);
+                    // SAFETY: checked non-null above.
+                    unsafe { *async_evd = e };
+                }
+                Err(e) => {
+                    POOL.remove(h);
+                    return e;
+                }
+            }
+        }
         // SAFETY: checked non-null above.
         unsafe { *ia_out = h };
         DAT_SUCCESS
@@ -176,7 +220,7 @@ pub unsafe extern "C" fn query(
         // SAFETY: each out-pointer is null-checked; they are the consumer's.
         unsafe {
             if let Some(out) = async_evd.as_mut() {
-                *out = std::ptr::null_mut();
+                *out = ia.async_evd();
             }
             if let Some(a) = ia_attr.as_mut() {
                 fill_ia_attr(ia, a);
@@ -199,7 +243,8 @@ pub unsafe extern "C" fn close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_
             return invalid_arg(DAT_INVALID_ARG2);
         }
         let mut children = std::mem::take(&mut *ia.children.lock().unwrap_or_else(|e| e.into_inner()));
-        if flags == DAT_CLOSE_GRACEFUL_FLAG && !children.is_empty() {
+        let in_use = children.iter().any(|c| !ia.is_async_evd(c.handle as DAT_HANDLE));
+        if flags == DAT_CLOSE_GRACEFUL_FLAG && in_use {
             *ia.children.lock().unwrap_or_else(|e| e.into_inner()) = children;
             return invalid_state(DAT_INVALID_STATE_IA_IN_USE);
         }

@@ -5,6 +5,9 @@
 //! Transport-independent object logic is in the per-object modules; every
 //! call into libibverbs/librdmacm is under `verbs/`.
 
+mod cno;
+mod dto;
+mod evd;
 mod generic;
 mod handle;
 mod ia;
@@ -13,6 +16,7 @@ mod lmr;
 mod pz;
 mod table;
 mod verbs;
+mod wake;
 
 use dat_abi::*;
 use std::ffi::CStr;

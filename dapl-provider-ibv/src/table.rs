@@ -5,7 +5,7 @@
 //! registry answer DAT_NOT_IMPLEMENTED, which is what README's coverage
 //! table lists for it.
 
-use crate::{generic, ia, lmr, pz};
+use crate::{cno, evd, generic, ia, lmr, pz};
 use dat_abi::*;
 
 struct Table(DAT_PROVIDER);
@@ -22,6 +22,23 @@ static TABLE: Table = Table(DAT_PROVIDER {
     set_consumer_context_func: Some(generic::set_consumer_context),
     get_consumer_context_func: Some(generic::get_consumer_context),
     get_handle_type_func: Some(generic::get_handle_type),
+    cno_create_func: Some(cno::create),
+    cno_modify_agent_func: Some(cno::modify_agent),
+    cno_query_func: Some(cno::query),
+    cno_free_func: Some(cno::free),
+    cno_wait_func: Some(cno::wait),
+    evd_create_func: Some(evd::create),
+    evd_query_func: Some(evd::query),
+    evd_modify_cno_func: Some(evd::modify_cno),
+    evd_enable_func: Some(evd::enable),
+    evd_disable_func: Some(evd::disable),
+    evd_wait_func: Some(evd::wait),
+    evd_resize_func: Some(evd::resize),
+    evd_post_se_func: Some(evd::post_se),
+    evd_dequeue_func: Some(evd::dequeue),
+    evd_free_func: Some(evd::free),
+    evd_set_unwaitable_func: Some(evd::set_unwaitable),
+    evd_clear_unwaitable_func: Some(evd::clear_unwaitable),
     pz_create_func: Some(pz::create),
     pz_query_func: Some(pz::query),
     pz_free_func: Some(pz::free),

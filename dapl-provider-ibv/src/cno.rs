@@ -1,0 +1,184 @@
+//! Consumer notification objects: one place to sleep for events on any of
+//! several EVDs.
+
+use crate::evd::Evd;
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::wake::{self, Wake};
+use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
+use dat_abi::*;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub struct Cno {
+    ia: &'static Ia,
+    ia_handle: usize,
+    evds: Mutex<Vec<usize>>,
+    wake: Wake,
+    agent: Mutex<(usize, DAT_AGENT_FUNC)>,
+    waiting: AtomicBool,
+}
+
+// The agent's instance_data is the consumer's opaque pointer, only handed back.
+unsafe impl Send for Cno {}
+unsafe impl Sync for Cno {}
+
+/// Freed after the EVDs that feed it.
+pub const RANK: u8 = 0;
+
+static POOL: Pool<Cno> = Pool::new();
+
+impl Object for Cno {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_CNO;
+    const INVALID: u32 = DAT_INVALID_HANDLE_CNO;
+}
+
+impl Cno {
+    pub fn attach(&self, evd: DAT_EVD_HANDLE) {
+        self.evds.lock().unwrap_or_else(|e| e.into_inner()).push(evd as usize);
+        self.wake.signal();
+    }
+
+    pub fn trigger(&self) {
+        self.wake.signal();
+    }
+}
+
+/// Removes `evd` from the CNO `cno` (a handle value, 0 for none).
+pub fn detach_from(cno: usize, evd: DAT_EVD_HANDLE) {
+    if cno == 0 {
+        return;
+    }
+    if let Ok(c) = handle::get::<Cno>(cno as DAT_HANDLE) {
+        c.evds.lock().unwrap_or_else(|e| e.into_inner()).retain(|&e| e != evd as usize);
+    }
+}
+
+pub unsafe extern "C" fn create(ia_h: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT, out: *mut DAT_CNO_HANDLE) -> DAT_RETURN {
+    guard("dat_cno_create", || {
+        let ia = match handle::get::<Ia>(ia_h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG3);
+        }
+        let Some(wake) = Wake::new() else { return no_resources(DAT_RESOURCE_MEMORY) };
+        let h = POOL.insert(Cno {
+            ia,
+            ia_handle: ia_h as usize,
+            evds: Mutex::new(Vec::new()),
+            wake,
+            agent: Mutex::new((agent.instance_data as usize, agent.proxy_agent_func)),
+            waiting: AtomicBool::new(false),
+        });
+        ia.adopt(h, RANK, destroy);
+        // SAFETY: checked non-null.
+        unsafe { *out = h };
+        DAT_SUCCESS
+    })
+}
+
+fn destroy(h: DAT_HANDLE) {
+    if let Ok(c) = handle::get::<Cno>(h) {
+        c.ia.disown(h);
+        POOL.remove(h);
+    }
+}
+
+pub unsafe extern "C" fn free(h: DAT_CNO_HANDLE) -> DAT_RETURN {
+    guard("dat_cno_free", || {
+        let c = match handle::get::<Cno>(h) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if !c.evds.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            return invalid_state(DAT_INVALID_STATE_CNO_IN_USE);
+        }
+        destroy(h);
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn modify_agent(h: DAT_CNO_HANDLE, agent: DAT_OS_WAIT_PROXY_AGENT) -> DAT_RETURN {
+    guard("dat_cno_modify_agent", || match handle::get::<Cno>(h) {
+        Ok(c) => {
+            *c.agent.lock().unwrap_or_else(|e| e.into_inner()) = (agent.instance_data as usize, agent.proxy_agent_func);
+            DAT_SUCCESS
+        }
+        Err(e) => e,
+    })
+}
+
+pub unsafe extern "C" fn query(h: DAT_CNO_HANDLE, _mask: DAT_CNO_PARAM_MASK, out: *mut DAT_CNO_PARAM) -> DAT_RETURN {
+    guard("dat_cno_query", || {
+        let c = match handle::get::<Cno>(h) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        let (data, func) = *c.agent.lock().unwrap_or_else(|e| e.into_inner());
+        p.ia_handle = c.ia_handle as DAT_IA_HANDLE;
+        p.proxy_type = DAT_PROXY_TYPE_AGENT;
+        p.proxy.agent = DAT_OS_WAIT_PROXY_AGENT { instance_data: data as DAT_PVOID, proxy_agent_func: func };
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn wait(h: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_cno_wait", || {
+        let c = match handle::get::<Cno>(h) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(out) = (unsafe { evd_out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        if c.waiting.swap(true, Ordering::AcqRel) {
+            return invalid_state(DAT_INVALID_STATE_CNO_IN_USE);
+        }
+        let r = wait_for(c, timeout, out);
+        c.waiting.store(false, Ordering::Release);
+        r
+    })
+}
+
+fn ready_evd(c: &Cno) -> Option<usize> {
+    let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    evds.into_iter().find(|&e| handle::get::<Evd>(e as DAT_HANDLE).is_ok_and(|evd| evd.has_event()))
+}
+
+fn wait_for(c: &Cno, timeout: DAT_TIMEOUT, out: &mut DAT_EVD_HANDLE) -> DAT_RETURN {
+    let deadline = (timeout != DAT_TIMEOUT_INFINITE).then(|| Instant::now() + Duration::from_micros(timeout as u64));
+    loop {
+        if let Some(e) = ready_evd(c) {
+            *out = e as DAT_EVD_HANDLE;
+            return DAT_SUCCESS;
+        }
+        c.wake.clear();
+        let mut fds = vec![c.wake.fd()];
+        let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for e in evds {
+            if let Ok(evd) = handle::get::<Evd>(e as DAT_HANDLE) {
+                fds.extend(evd.fds().into_iter().filter(|&fd| fd >= 0));
+                evd.arm();
+            }
+        }
+        if let Some(e) = ready_evd(c) {
+            *out = e as DAT_EVD_HANDLE;
+            return DAT_SUCCESS;
+        }
+        let left = match deadline {
+            None => None,
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return error(DAT_TIMEOUT_EXPIRED, 0);
+                }
+                Some((d - now).as_micros() as u64)
+            }
+        };
+        wake::sleep_on(&fds, left);
+    }
+}

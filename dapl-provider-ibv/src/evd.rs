@@ -1,0 +1,503 @@
+//! Event dispatchers.
+//!
+//! DTO and RMR-bind streams are a verbs CQ that dequeue reads directly.
+//! Connection, CR, async and software events are a bounded software queue
+//! filled by the connection manager thread or dat_evd_post_se. A waiter
+//! sleeps on the CQ's completion channel and the queue's eventfd together.
+
+use crate::cno::{self, Cno};
+use crate::dto;
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::verbs::cq::Cq;
+use crate::wake::{self, Wake};
+use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::time::Instant;
+
+pub struct Evd {
+    pub ia: &'static Ia,
+    ia_handle: usize,
+    pub flags: DAT_EVD_FLAGS,
+    qlen: AtomicI32,
+    pub cq: Option<Cq>,
+    sw: Mutex<VecDeque<DAT_EVENT>>,
+    /// Completions already taken off the CQ (by threshold waits and CNO
+    /// checks) but not yet dequeued; read before the CQ to keep order.
+    pending: Mutex<VecDeque<ibv::ibv_wc>>,
+    /// sw + pending length, read without locking on the fast path.
+    queued: AtomicUsize,
+    wake: Wake,
+    cno: AtomicUsize,
+    enabled: AtomicBool,
+    waitable: AtomicBool,
+    waiting: AtomicBool,
+    /// EPs, PSPs and RSPs pointing at this EVD; it cannot be freed while any do.
+    pub users: AtomicUsize,
+    /// Software events dropped because the queue was full.
+    overflows: AtomicUsize,
+}
+
+// Queued events carry consumer and provider pointers as plain data, only
+// handed back to the consumer; everything shared is behind atomics or locks.
+unsafe impl Send for Evd {}
+unsafe impl Sync for Evd {}
+
+pub const RANK: u8 = 1;
+
+static POOL: Pool<Evd> = Pool::new();
+
+impl Object for Evd {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_EVD;
+    const INVALID: u32 = DAT_INVALID_HANDLE_EVD_REQUEST;
+}
+
+const KNOWN_FLAGS: DAT_EVD_FLAGS = DAT_EVD_SOFTWARE_FLAG
+    | DAT_EVD_CR_FLAG
+    | DAT_EVD_DTO_FLAG
+    | DAT_EVD_CONNECTION_FLAG
+    | DAT_EVD_RMR_BIND_FLAG
+    | DAT_EVD_ASYNC_FLAG;
+
+fn empty_event() -> DAT_EVENT {
+    // SAFETY: DAT_EVENT is plain C data; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+impl Evd {
+    /// Queues a software-stream event (connection, CR, async, software) and
+    /// wakes a waiter and the CNO. Returns false if the queue was full.
+    pub fn post(&self, self_handle: DAT_EVD_HANDLE, mut ev: DAT_EVENT) -> bool {
+        ev.evd_handle = self_handle;
+        {
+            let mut q = self.sw.lock().unwrap_or_else(|e| e.into_inner());
+            if q.len() >= self.qlen.load(Ordering::Acquire).max(1) as usize {
+                self.overflows.fetch_add(1, Ordering::Relaxed);
+                log::warn!("EVD {self_handle:p} full: event {:#x} dropped", ev.event_number);
+                return false;
+            }
+            q.push_back(ev);
+            self.queued.fetch_add(1, Ordering::AcqRel);
+        }
+        self.wake.signal();
+        self.notify_cno();
+        true
+    }
+
+    fn notify_cno(&self) {
+        let cno = self.cno.load(Ordering::Acquire);
+        if cno != 0 && self.enabled.load(Ordering::Acquire) {
+            if let Ok(c) = handle::get::<Cno>(cno as DAT_HANDLE) {
+                c.trigger();
+            }
+        }
+    }
+
+    /// Takes the next event without blocking: queued software events and
+    /// already-drained completions first, then the CQ itself.
+    #[inline]
+    fn take(&self, me: DAT_EVD_HANDLE, out: &mut DAT_EVENT) -> bool {
+        if self.queued.load(Ordering::Acquire) != 0 && self.take_queued(me, out) {
+            return true;
+        }
+        if let Some(cq) = &self.cq {
+            let mut wc = std::mem::MaybeUninit::<ibv::ibv_wc>::uninit();
+            // SAFETY: poll writes the entry it reports.
+            if cq.poll(unsafe { wc.assume_init_mut() }) {
+                // SAFETY: initialised by the successful poll.
+                dto::event_from_wc(unsafe { wc.assume_init_ref() }, me, out);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn take_queued(&self, me: DAT_EVD_HANDLE, out: &mut DAT_EVENT) -> bool {
+        if let Some(wc) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            dto::event_from_wc(&wc, me, out);
+            return true;
+        }
+        if let Some(ev) = self.sw.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            *out = ev;
+            return true;
+        }
+        false
+    }
+
+    /// Moves completions from the CQ into `pending` until `want` events are
+    /// queued or the CQ is empty; returns how many are queued.
+    fn fill(&self, want: usize) -> usize {
+        let Some(cq) = &self.cq else { return self.queued.load(Ordering::Acquire) };
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        while self.queued.load(Ordering::Acquire) < want {
+            // SAFETY: ibv_wc is plain C data.
+            let mut wc: ibv::ibv_wc = unsafe { std::mem::zeroed() };
+            if !cq.poll(&mut wc) {
+                break;
+            }
+            pending.push_back(wc);
+            self.queued.fetch_add(1, Ordering::AcqRel);
+        }
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// True when an event is ready (draining one completion if needed), for
+    /// the CNO's scan.
+    pub fn has_event(&self) -> bool {
+        self.fill(1) > 0
+    }
+
+    /// Arms the CQ so the next completion signals the channel.
+    pub fn arm(&self) {
+        if let Some(cq) = &self.cq {
+            cq.arm(false);
+        }
+    }
+
+    /// The fds a sleeper watches for this EVD, with stale wakeups cleared.
+    pub fn fds(&self) -> [i32; 2] {
+        self.wake.clear();
+        match &self.cq {
+            Some(cq) => {
+                cq.drain_events();
+                [self.wake.fd(), cq.fd()]
+            }
+            None => [self.wake.fd(), -1],
+        }
+    }
+
+    pub fn attach_cno(&self, cno: usize) {
+        self.cno.store(cno, Ordering::Release);
+    }
+}
+
+pub unsafe extern "C" fn create(
+    ia_h: DAT_IA_HANDLE,
+    qlen: DAT_COUNT,
+    cno_h: DAT_CNO_HANDLE,
+    flags: DAT_EVD_FLAGS,
+    out: *mut DAT_EVD_HANDLE,
+) -> DAT_RETURN {
+    guard("dat_evd_create", || {
+        let ia = match handle::get::<Ia>(ia_h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        if qlen <= 0 || qlen > ia.device.dev_attr.max_cqe {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        if flags == 0 || flags & !KNOWN_FLAGS != 0 {
+            return invalid_arg(DAT_INVALID_ARG4);
+        }
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG5);
+        }
+        match create_evd(ia, ia_h, qlen, cno_h, flags) {
+            Ok(h) => {
+                // SAFETY: checked non-null.
+                unsafe { *out = h };
+                DAT_SUCCESS
+            }
+            Err(e) => e,
+        }
+    })
+}
+
+/// Creates an EVD; also used by ia_open for the async EVD it must provide.
+pub fn create_evd(
+    ia: &'static Ia,
+    ia_h: DAT_IA_HANDLE,
+    qlen: DAT_COUNT,
+    cno_h: DAT_CNO_HANDLE,
+    flags: DAT_EVD_FLAGS,
+) -> Result<DAT_EVD_HANDLE, DAT_RETURN> {
+    let cno = if cno_h.is_null() {
+        None
+    } else {
+        Some(handle::get::<Cno>(cno_h).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_CNO))?)
+    };
+    let cq = if flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG) != 0 {
+        match Cq::create(ia.device.ctx, qlen) {
+            Ok(cq) => Some(cq),
+            Err(e) => {
+                log::warn!("ibv_create_cq({qlen}): {e}");
+                return Err(no_resources(DAT_RESOURCE_TEVD));
+            }
+        }
+    } else {
+        None
+    };
+    let wake = Wake::new().ok_or(no_resources(DAT_RESOURCE_MEMORY))?;
+    let h = POOL.insert(Evd {
+        ia,
+        ia_handle: ia_h as usize,
+        flags,
+        qlen: AtomicI32::new(qlen),
+        cq,
+        sw: Mutex::new(VecDeque::new()),
+        pending: Mutex::new(VecDeque::new()),
+        queued: AtomicUsize::new(0),
+        wake,
+        cno: AtomicUsize::new(0),
+        enabled: AtomicBool::new(true),
+        waitable: AtomicBool::new(true),
+        waiting: AtomicBool::new(false),
+        users: AtomicUsize::new(0),
+        overflows: AtomicUsize::new(0),
+    });
+    if let Some(c) = cno {
+        c.attach(h);
+        handle::get::<Evd>(h).expect("just created").attach_cno(cno_h as usize);
+    }
+    ia.adopt(h, RANK, destroy);
+    Ok(h)
+}
+
+pub fn destroy(h: DAT_HANDLE) {
+    if let Ok(evd) = handle::get::<Evd>(h) {
+        evd.ia.disown(h);
+        cno::detach_from(evd.cno.swap(0, Ordering::AcqRel), h);
+        POOL.remove(h);
+    }
+}
+
+fn get(h: DAT_EVD_HANDLE) -> Result<&'static Evd, DAT_RETURN> {
+    handle::get::<Evd>(h)
+}
+
+pub unsafe extern "C" fn free(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_free", || {
+        let evd = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if evd.users.load(Ordering::Acquire) != 0 {
+            return invalid_state(DAT_INVALID_STATE_EVD_IN_USE);
+        }
+        if evd.ia.is_async_evd(h) {
+            // The IA's async EVD goes with the IA.
+            return invalid_state(DAT_INVALID_STATE_EVD_ASYNC);
+        }
+        destroy(h);
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn query(h: DAT_EVD_HANDLE, _mask: DAT_EVD_PARAM_MASK, out: *mut DAT_EVD_PARAM) -> DAT_RETURN {
+    guard("dat_evd_query", || {
+        let evd = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        p.ia_handle = evd.ia_handle as DAT_IA_HANDLE;
+        p.evd_qlen = evd.qlen.load(Ordering::Acquire);
+        p.evd_state = (if evd.enabled.load(Ordering::Acquire) { DAT_EVD_STATE_ENABLED } else { DAT_EVD_STATE_DISABLED })
+            | (if evd.waitable.load(Ordering::Acquire) { DAT_EVD_STATE_WAITABLE } else { DAT_EVD_STATE_UNWAITABLE });
+        p.cno_handle = evd.cno.load(Ordering::Acquire) as DAT_CNO_HANDLE;
+        p.evd_flags = evd.flags;
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn resize(h: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
+    guard("dat_evd_resize", || {
+        let evd = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if qlen <= 0 || qlen > evd.ia.device.dev_attr.max_cqe {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        if (qlen as usize) < evd.queued.load(Ordering::Acquire) {
+            return invalid_state(0);
+        }
+        if let Some(cq) = &evd.cq {
+            if !cq.resize(qlen) {
+                return no_resources(DAT_RESOURCE_TEVD);
+            }
+        }
+        evd.qlen.store(qlen, Ordering::Release);
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn post_se(h: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> DAT_RETURN {
+    guard("dat_evd_post_se", || {
+        let evd = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if evd.flags & DAT_EVD_SOFTWARE_FLAG == 0 {
+            return invalid_arg(DAT_INVALID_ARG1);
+        }
+        // SAFETY: null-checked consumer event.
+        let Some(ev) = (unsafe { event.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG2) };
+        if ev.event_number != DAT_SOFTWARE_EVENT {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        let mut copy = empty_event();
+        copy.event_number = DAT_SOFTWARE_EVENT;
+        // SAFETY: reading the member the event number names.
+        copy.event_data.software_event_data = unsafe { ev.event_data.software_event_data };
+        if evd.post(h, copy) { DAT_SUCCESS } else { error(DAT_QUEUE_FULL, 0) }
+    })
+}
+
+#[inline]
+pub unsafe extern "C" fn dequeue(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
+    guard("dat_evd_dequeue", || {
+        let evd = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(out) = (unsafe { event.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG2) };
+        if evd.take(h, out) { DAT_SUCCESS } else { error(DAT_QUEUE_EMPTY, 0) }
+    })
+}
+
+pub unsafe extern "C" fn wait(
+    h: DAT_EVD_HANDLE,
+    timeout: DAT_TIMEOUT,
+    threshold: DAT_COUNT,
+    event: *mut DAT_EVENT,
+    nmore: *mut DAT_COUNT,
+) -> DAT_RETURN {
+    guard("dat_evd_wait", || {
+        let evd = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if threshold <= 0 || threshold > evd.qlen.load(Ordering::Acquire) {
+            return invalid_arg(DAT_INVALID_ARG3);
+        }
+        // SAFETY: null-checked consumer out-parameters.
+        let (Some(out), nmore) = (unsafe { event.as_mut() }, unsafe { nmore.as_mut() }) else {
+            return invalid_arg(DAT_INVALID_ARG4);
+        };
+        if !evd.waitable.load(Ordering::Acquire) {
+            return invalid_state(DAT_INVALID_STATE_EVD_UNWAITABLE);
+        }
+        if evd.cno.load(Ordering::Acquire) != 0 && evd.enabled.load(Ordering::Acquire) {
+            // DAT: an EVD feeding an enabled CNO is waited on through the CNO.
+            return invalid_state(DAT_INVALID_STATE_EVD_CONFIG_NOTIFY);
+        }
+        if evd.waiting.swap(true, Ordering::AcqRel) {
+            return invalid_state(DAT_INVALID_STATE_EVD_WAITER);
+        }
+        let r = wait_for(evd, h, timeout, threshold as usize, out);
+        if let Some(n) = nmore {
+            *n = evd.queued.load(Ordering::Acquire) as DAT_COUNT;
+        }
+        evd.waiting.store(false, Ordering::Release);
+        r
+    })
+}
+
+fn wait_for(evd: &Evd, h: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: usize, out: &mut DAT_EVENT) -> DAT_RETURN {
+    let deadline = (timeout != DAT_TIMEOUT_INFINITE).then(|| Instant::now() + std::time::Duration::from_micros(timeout as u64));
+    loop {
+        let ready = if threshold <= 1 { evd.take(h, out) } else { evd.fill(threshold) >= threshold && evd.take(h, out) };
+        if ready {
+            return DAT_SUCCESS;
+        }
+        if !evd.waitable.load(Ordering::Acquire) {
+            return invalid_state(DAT_INVALID_STATE_EVD_UNWAITABLE);
+        }
+        let fds = evd.fds();
+        evd.arm();
+        // A completion may have landed between the check and the arm.
+        let ready = if threshold <= 1 { evd.take(h, out) } else { evd.fill(threshold) >= threshold && evd.take(h, out) };
+        if ready {
+            return DAT_SUCCESS;
+        }
+        let left = match deadline {
+            None => None,
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return error(DAT_TIMEOUT_EXPIRED, 0);
+                }
+                Some((d - now).as_micros() as u64)
+            }
+        };
+        let n = if fds[1] < 0 { 1 } else { 2 };
+        wake::sleep_on(&fds[..n], left);
+    }
+}
+
+pub unsafe extern "C" fn modify_cno(h: DAT_EVD_HANDLE, cno_h: DAT_CNO_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_modify_cno", || {
+        let evd = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        let new = if cno_h.is_null() {
+            None
+        } else {
+            match handle::get::<Cno>(cno_h) {
+                Ok(c) => Some(c),
+                Err(_) => return invalid_handle(DAT_INVALID_HANDLE_CNO),
+            }
+        };
+        cno::detach_from(evd.cno.swap(0, Ordering::AcqRel), h);
+        if let Some(c) = new {
+            c.attach(h);
+            evd.attach_cno(cno_h as usize);
+        }
+        DAT_SUCCESS
+    })
+}
+
+fn set_flag(h: DAT_EVD_HANDLE, which: fn(&Evd) -> &AtomicBool, value: bool) -> DAT_RETURN {
+    match get(h) {
+        Ok(evd) => {
+            which(evd).store(value, Ordering::Release);
+            // Waiters re-check their state when woken.
+            evd.wake.signal();
+            DAT_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+pub unsafe extern "C" fn enable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_enable", || set_flag(h, |e| &e.enabled, true))
+}
+
+pub unsafe extern "C" fn disable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_disable", || set_flag(h, |e| &e.enabled, false))
+}
+
+pub unsafe extern "C" fn set_unwaitable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_set_unwaitable", || set_flag(h, |e| &e.waitable, false))
+}
+
+pub unsafe extern "C" fn clear_unwaitable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_clear_unwaitable", || set_flag(h, |e| &e.waitable, true))
+}
+
+/// Builds a software-stream event for the connection manager and async paths.
+pub fn new_event(number: DAT_EVENT_NUMBER) -> DAT_EVENT {
+    let mut ev = empty_event();
+    ev.event_number = number;
+    ev
+}
+
+/// Validates an EVD handle given to another object's create call and checks
+/// it carries the stream that object needs (minor: which argument).
+pub fn require(h: DAT_EVD_HANDLE, flag: DAT_EVD_FLAGS, minor: u32) -> Result<&'static Evd, DAT_RETURN> {
+    let evd = get(h).map_err(|_| invalid_handle(minor))?;
+    if evd.flags & flag == 0 {
+        return Err(invalid_handle(minor));
+    }
+    Ok(evd)
+}
