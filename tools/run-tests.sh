@@ -43,6 +43,7 @@ section abi python3 tools/abi-check/abi_check.py \
     --ours-include include --ref-include /usr/include \
     --ours-lib target/release/libdat2.so.2 --ref-lib /usr/lib/x86_64-linux-gnu/libdat2.so.2
 section guest-ref-provider tools/rxe-vm/run-in-guest.sh ctest/guest/ref-provider.sh
+section guest-dat-info tools/rxe-vm/run-in-guest.sh tools/dat-info/guest-check.sh
 
 rm -rf "$log"
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
