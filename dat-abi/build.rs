@@ -22,6 +22,9 @@ fn main() {
         .derive_default(true)
         .derive_debug(false)
         .layout_tests(true)
+        // Masks like DAT_EP_FIELD_* are written with UINT64_C(), which only
+        // clang itself can evaluate.
+        .clang_macro_fallback()
         .generate_comments(false)
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
         .generate()

@@ -1,22 +1,95 @@
 //! What a posted work request remembers until its completion: the wr_id of
-//! every verbs request is the address of one of these, so a completion is
-//! turned into a DAT event without any lookup or allocation.
+//! every verbs request is the address of one of these slots, so a completion
+//! becomes a DAT event with no lookup and no allocation.
 
 use dat_abi::*;
 use rdma_core_sys as ibv;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `op` for a memory-window bind, which completes as an RMR event.
 pub const OP_RMR_BIND: u32 = 0x100;
 
-#[repr(C)]
 #[derive(Default)]
 pub struct DtoSlot {
-    /// The EP handle (or the RMR handle for a bind).
+    /// The EP handle (the RMR handle for a bind); 0 once the owner is gone,
+    /// so a late completion from a freed EP is dropped, not misreported.
     pub owner: usize,
     pub cookie: u64,
     pub len: u64,
     pub op: u32,
     pub rmr_context: u32,
+    /// The ring's completion counter, for dat_ep_get_status / recv_query.
+    pub done: usize,
+}
+
+pub struct SlotCell(UnsafeCell<DtoSlot>);
+
+// A slot is written only by the thread that claimed its index when posting,
+// and read only after the hardware reports its completion.
+unsafe impl Sync for SlotCell {}
+
+/// A ring of slots for one work queue. Slots are handed out round-robin;
+/// the ring is twice the queue depth, so a post that the queue refuses never
+/// overwrites a slot still in flight.
+pub struct Ring {
+    slots: &'static [SlotCell],
+    next: AtomicUsize,
+    pub done: &'static AtomicUsize,
+}
+
+static RETIRED: Mutex<VecDeque<(&'static [SlotCell], &'static AtomicUsize)>> = Mutex::new(VecDeque::new());
+
+impl Ring {
+    /// A ring for a queue of `depth`; its memory is never freed, only reused
+    /// by a later EP, because completions can outlive the EP that posted.
+    pub fn new(depth: u32) -> Ring {
+        let size = (depth as usize * 2).next_power_of_two().max(2);
+        let reused = {
+            let mut r = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+            r.iter().position(|(s, _)| s.len() == size).and_then(|i| r.remove(i))
+        };
+        let (slots, done) = reused.unwrap_or_else(|| {
+            let v: Vec<SlotCell> = (0..size).map(|_| SlotCell(UnsafeCell::new(DtoSlot::default()))).collect();
+            (&*Box::leak(v.into_boxed_slice()), &*Box::leak(Box::new(AtomicUsize::new(0))))
+        });
+        done.store(0, Ordering::Release);
+        Ring { slots, next: AtomicUsize::new(0), done }
+    }
+
+    /// Claims the next slot, fills it and returns the wr_id for it.
+    #[inline]
+    pub fn claim(&self, owner: usize, cookie: u64, len: u64, op: u32, rmr_context: u32) -> u64 {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) & (self.slots.len() - 1);
+        let cell = &self.slots[i];
+        // SAFETY: index i is ours until its completion (see SlotCell).
+        unsafe {
+            *cell.0.get() = DtoSlot { owner, cookie, len, op, rmr_context, done: self.done as *const _ as usize };
+        }
+        cell.0.get() as u64
+    }
+
+    /// Takes back a claim whose post the queue refused.
+    #[inline]
+    pub fn unclaim(&self) {
+        self.next.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn posted(&self) -> usize {
+        self.next.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        for cell in self.slots {
+            // SAFETY: the owner is gone; late completions only read `owner`.
+            unsafe { (*cell.0.get()).owner = 0 };
+        }
+        RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push_back((self.slots, self.done));
+    }
 }
 
 pub fn status_of(wc_status: u32) -> DAT_DTO_COMPLETION_STATUS {
@@ -35,11 +108,18 @@ pub fn status_of(wc_status: u32) -> DAT_DTO_COMPLETION_STATUS {
     }
 }
 
-/// Fills `ev` from a work completion on the EVD `evd`.
-pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) {
-    // SAFETY: every wr_id we post is the address of a live DtoSlot (see ep.rs);
-    // slot rings are never freed while their QP can still complete.
+/// Fills `ev` from a work completion on the EVD `evd`; false if the
+/// completion belongs to an EP that has since been freed.
+#[inline]
+pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) -> bool {
+    // SAFETY: every wr_id we post is the address of a slot in a ring whose
+    // memory is never freed (see Ring::new).
     let slot = unsafe { &*(wc.wr_id as *const DtoSlot) };
+    if slot.owner == 0 {
+        return false;
+    }
+    // SAFETY: `done` is the address of the ring's static counter.
+    unsafe { &*(slot.done as *const AtomicUsize) }.fetch_add(1, Ordering::AcqRel);
     ev.evd_handle = evd;
     let status = status_of(wc.status);
     if slot.op == OP_RMR_BIND {
@@ -49,7 +129,7 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
             user_cookie: DAT_RMR_COOKIE { as_64: slot.cookie },
             status,
         };
-        return;
+        return true;
     }
     let len = if slot.op == DAT_DTO_RECEIVE { wc.byte_len as u64 } else { slot.len };
     ev.event_number = DAT_DTO_COMPLETION_EVENT;
@@ -61,4 +141,5 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
         operation: slot.op,
         rmr_context: slot.rmr_context,
     };
+    true
 }

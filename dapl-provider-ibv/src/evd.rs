@@ -105,22 +105,27 @@ impl Evd {
             return true;
         }
         if let Some(cq) = &self.cq {
-            let mut wc = std::mem::MaybeUninit::<ibv::ibv_wc>::uninit();
-            // SAFETY: poll writes the entry it reports.
-            if cq.poll(unsafe { wc.assume_init_mut() }) {
-                // SAFETY: initialised by the successful poll.
-                dto::event_from_wc(unsafe { wc.assume_init_ref() }, me, out);
-                return true;
+            // SAFETY: ibv_wc is plain C data; poll overwrites what it reports.
+            let mut wc: ibv::ibv_wc = unsafe { std::mem::zeroed() };
+            // Completions of freed EPs are skipped, not reported.
+            while cq.poll(&mut wc) {
+                if dto::event_from_wc(&wc, me, out) {
+                    return true;
+                }
             }
         }
         false
     }
 
     fn take_queued(&self, me: DAT_EVD_HANDLE, out: &mut DAT_EVENT) -> bool {
-        if let Some(wc) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
-            dto::event_from_wc(&wc, me, out);
-            return true;
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some(wc) = pending.pop_front() {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                if dto::event_from_wc(&wc, me, out) {
+                    return true;
+                }
+            }
         }
         if let Some(ev) = self.sw.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
             self.queued.fetch_sub(1, Ordering::AcqRel);

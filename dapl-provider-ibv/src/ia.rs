@@ -1,7 +1,9 @@
 //! The Interface Adapter: one opened RDMA device port, parent of every other object.
 
 use crate::handle::{self, Object, Pool};
+use crate::connection;
 use crate::evd;
+use crate::verbs::cm::CmThread;
 use crate::instance;
 use crate::verbs::device::{Device, cstring};
 use dat_abi::status::{guard, invalid_arg, invalid_state, not_found};
@@ -11,6 +13,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub struct Ia {
+    /// Declared first so it stops (dropped first) before the device's channel goes.
+    cm: Mutex<Option<CmThread>>,
     pub name: String,
     pub device: Device,
     children: Mutex<Vec<Child>>,
@@ -88,6 +92,7 @@ pub unsafe extern "C" fn open(
             }
         };
         let h = POOL.insert(Ia {
+            cm: Mutex::new(None),
             name,
             device,
             children: Mutex::new(Vec::new()),
@@ -95,6 +100,14 @@ pub unsafe extern "C" fn open(
             owns_async_evd: AtomicBool::new(false),
         });
         let ia = handle::get::<Ia>(h).expect("just created");
+        match CmThread::start(ia.device.channel, connection::handle_event) {
+            Ok(t) => *ia.cm.lock().unwrap_or_else(|e| e.into_inner()) = Some(t),
+            Err(e) => {
+                log::error!("cannot start the connection thread: {e}");
+                POOL.remove(h);
+                return dat_abi::status::no_resources(DAT_RESOURCE_MEMORY);
+            }
+        }
         if given_evd.is_none() {
             match evd::create_evd(ia, h, async_qlen.max(8), std::ptr::null_mut(), DAT_EVD_ASYNC_FLAG) {
                 Ok(e) => {
@@ -252,6 +265,8 @@ pub unsafe extern "C" fn close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_
         for c in children {
             (c.destroy)(c.handle as DAT_HANDLE);
         }
+        // Stop the CM thread before the objects it could post to are gone.
+        drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());
         log::debug!("IA '{}' on {} closed", ia.name, ia.device.name);
         POOL.remove(h);
         DAT_SUCCESS

@@ -6,14 +6,19 @@
 //! call into libibverbs/librdmacm is under `verbs/`.
 
 mod cno;
+mod connection;
+mod cr;
 mod dto;
+mod ep;
 mod evd;
 mod generic;
 mod handle;
 mod ia;
 mod instance;
 mod lmr;
+mod psp;
 mod pz;
+mod rsp;
 mod table;
 mod verbs;
 mod wake;

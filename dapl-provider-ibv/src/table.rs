@@ -5,7 +5,7 @@
 //! registry answer DAT_NOT_IMPLEMENTED, which is what README's coverage
 //! table lists for it.
 
-use crate::{cno, evd, generic, ia, lmr, pz};
+use crate::{cno, connection, cr, ep, evd, generic, ia, lmr, psp, pz, rsp};
 use dat_abi::*;
 
 struct Table(DAT_PROVIDER);
@@ -39,6 +39,30 @@ static TABLE: Table = Table(DAT_PROVIDER {
     evd_free_func: Some(evd::free),
     evd_set_unwaitable_func: Some(evd::set_unwaitable),
     evd_clear_unwaitable_func: Some(evd::clear_unwaitable),
+    cr_query_func: Some(cr::query),
+    cr_accept_func: Some(cr::accept),
+    cr_reject_func: Some(cr::reject),
+    ep_create_func: Some(ep::create),
+    ep_query_func: Some(ep::query),
+    ep_modify_func: Some(ep::modify),
+    ep_connect_func: Some(connection::connect),
+    ep_dup_connect_func: Some(connection::dup_connect),
+    ep_disconnect_func: Some(connection::disconnect),
+    ep_post_send_func: Some(ep::post_send),
+    ep_post_recv_func: Some(ep::post_recv),
+    ep_post_rdma_read_func: Some(ep::post_rdma_read),
+    ep_post_rdma_write_func: Some(ep::post_rdma_write),
+    ep_get_status_func: Some(ep::get_status),
+    ep_free_func: Some(ep::free),
+    ep_reset_func: Some(ep::reset),
+    ep_recv_query_func: Some(ep::recv_query),
+    psp_create_func: Some(psp::create),
+    psp_create_any_func: Some(psp::create_any),
+    psp_query_func: Some(psp::query),
+    psp_free_func: Some(psp::free),
+    rsp_create_func: Some(rsp::create),
+    rsp_query_func: Some(rsp::query),
+    rsp_free_func: Some(rsp::free),
     pz_create_func: Some(pz::create),
     pz_query_func: Some(pz::query),
     pz_free_func: Some(pz::free),

@@ -11,6 +11,3 @@ include!(concat!(env!("OUT_DIR"), "/dat_bindings.rs"));
 pub mod logging;
 pub mod status;
 
-/// `DAT_TIMEOUT_INFINITE` is a cast expression in dat.h, which bindgen does
-/// not evaluate: `((DAT_TIMEOUT) ~0)`.
-pub const DAT_TIMEOUT_INFINITE: DAT_TIMEOUT = !0;

@@ -22,7 +22,7 @@ pub struct Device {
     pub addr: Box<libc::sockaddr_storage>,
     pub dev_attr: ibv::ibv_device_attr,
     pub port_attr: ibv::ibv_port_attr,
-    channel: *mut ibv::rdma_event_channel,
+    pub channel: *mut ibv::rdma_event_channel,
     id: *mut ibv::rdma_cm_id,
 }
 

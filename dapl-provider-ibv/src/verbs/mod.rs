@@ -1,7 +1,9 @@
 //! The verbs backend: rdma-core devices, protection domains, memory regions.
 //! Everything that calls libibverbs or librdmacm lives under here.
 
+pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod mr;
 pub mod pd;
+pub mod qp;

@@ -1,0 +1,171 @@
+//! Connection requests: an incoming connect waiting for accept or reject.
+
+use crate::ep::{self, MAX_ACCEPT_PDATA};
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::verbs::cm;
+use dat_abi::status::{error, guard, invalid_arg, invalid_state};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+pub struct Cr {
+    pub ia: &'static Ia,
+    pub id: AtomicPtr<ibv::rdma_cm_id>,
+    pub pdata: Vec<u8>,
+    pub remote: Box<libc::sockaddr_storage>,
+    pub remote_port: u16,
+    /// The EP to use: the RSP's, or one the provider made (PSP_PROVIDER_FLAG).
+    pub ep: usize,
+}
+
+// The cm id is used by one thread at a time: the CM thread before the CR is
+// published, the consumer after.
+unsafe impl Send for Cr {}
+unsafe impl Sync for Cr {}
+
+pub const RANK: u8 = 10;
+
+static POOL: Pool<Cr> = Pool::new();
+
+impl Object for Cr {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_CR;
+    const INVALID: u32 = DAT_INVALID_HANDLE_CR;
+}
+
+pub fn insert(cr: Cr) -> DAT_CR_HANDLE {
+    let ia = cr.ia;
+    let h = POOL.insert(cr);
+    ia.adopt(h, RANK, destroy);
+    h
+}
+
+/// Frees a CR; its cm id is rejected and destroyed unless an accept took it.
+pub fn destroy(h: DAT_HANDLE) {
+    let Ok(cr) = handle::get::<Cr>(h) else { return };
+    cr.ia.disown(h);
+    let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if POOL.remove(h) && !id.is_null() {
+        // SAFETY: a pending request id nobody accepted.
+        unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
+        cm::destroy_id(id);
+    }
+}
+
+/// Removes a CR and hands back its id, neither rejected nor destroyed.
+pub fn discard(h: DAT_HANDLE) -> Option<*mut ibv::rdma_cm_id> {
+    let cr = handle::get::<Cr>(h).ok()?;
+    cr.ia.disown(h);
+    let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    POOL.remove(h);
+    (!id.is_null()).then_some(id)
+}
+
+pub unsafe extern "C" fn query(h: DAT_CR_HANDLE, _mask: DAT_CR_PARAM_MASK, out: *mut DAT_CR_PARAM) -> DAT_RETURN {
+    guard("dat_cr_query", || {
+        let cr = match handle::get::<Cr>(h) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        p.remote_ia_address_ptr = &*cr.remote as *const _ as DAT_IA_ADDRESS_PTR;
+        p.remote_port_qual = cr.remote_port as DAT_PORT_QUAL;
+        p.private_data_size = cr.pdata.len() as DAT_COUNT;
+        p.private_data = if cr.pdata.is_empty() { std::ptr::null_mut() } else { cr.pdata.as_ptr() as DAT_PVOID };
+        p.local_ep_handle = cr.ep as DAT_EP_HANDLE;
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DAT_COUNT, pdata: DAT_PVOID) -> DAT_RETURN {
+    guard("dat_cr_accept", || {
+        let cr = match handle::get::<Cr>(h) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let ep_h = if ep_h.is_null() { cr.ep as DAT_EP_HANDLE } else { ep_h };
+        let ep = match ep::get(ep_h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if psize < 0 || psize as usize > MAX_ACCEPT_PDATA {
+            return invalid_arg(DAT_INVALID_ARG3);
+        }
+        if psize > 0 && pdata.is_null() {
+            return invalid_arg(DAT_INVALID_ARG4);
+        }
+        let st = ep.state.load(Ordering::Acquire);
+        if st != DAT_EP_STATE_UNCONNECTED && st != DAT_EP_STATE_RESERVED {
+            return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
+        }
+        let Some(qp_num) = ep.qp_num() else { return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED) };
+        // Taking the id makes a second accept of this CR fail cleanly.
+        let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if id.is_null() {
+            return invalid_state(0);
+        }
+        let (resp, init) = ep.rdma_depths();
+        let moved = ep.with_qp(|q| {
+            q.to_state_via(id, ibv::IBV_QPS_RTR, |a| a.max_dest_rd_atomic = resp.max(1))
+                .and_then(|_| q.to_state_via(id, ibv::IBV_QPS_RTS, |a| a.max_rd_atomic = init.max(1)))
+        });
+        if !matches!(moved, Some(Ok(()))) {
+            log::warn!("accept: QP to RTS failed: {moved:?}");
+            cr.id.store(id, Ordering::Release);
+            return error(DAT_INTERNAL_ERROR, 0);
+        }
+        // SAFETY: all-zero conn param, then our fields.
+        let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
+        param.private_data = pdata;
+        param.private_data_len = psize as u8;
+        param.responder_resources = resp.max(1);
+        param.initiator_depth = init.max(1);
+        param.rnr_retry_count = 7;
+        param.qp_num = qp_num;
+        *ep.remote.lock().unwrap_or_else(|e| e.into_inner()) = *cr.remote;
+        ep.remote_port.store(cr.remote_port as u32, Ordering::Release);
+        ep.cm_id.store(id, Ordering::Release);
+        ep.state.store(DAT_EP_STATE_PASSIVE_CONNECTION_PENDING, Ordering::Release);
+        // SAFETY: the id now belongs to the EP; its events name the EP.
+        unsafe { (*id).context = ep_h };
+        // SAFETY: live request id and conn param.
+        if unsafe { ibv::rdma_accept(id, &mut param) } != 0 {
+            let e = std::io::Error::last_os_error();
+            log::warn!("rdma_accept: {e}");
+            ep.cm_id.store(std::ptr::null_mut(), Ordering::Release);
+            ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
+            ep.with_qp(|q| q.to_reset_and_init(ep.ia.device.port));
+            cm::destroy_id(id);
+            POOL.remove(h);
+            return error(DAT_INTERNAL_ERROR, 0);
+        }
+        cr.ia.disown(h);
+        POOL.remove(h);
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_PVOID) -> DAT_RETURN {
+    guard("dat_cr_reject", || {
+        let cr = match handle::get::<Cr>(h) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if psize < 0 || psize as usize > 148 {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        if psize > 0 && pdata.is_null() {
+            return invalid_arg(DAT_INVALID_ARG3);
+        }
+        let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !id.is_null() {
+            // SAFETY: a pending request id; the private data is the consumer's, copied by librdmacm.
+            unsafe { ibv::rdma_reject(id, pdata, psize as u8) };
+            cm::destroy_id(id);
+        }
+        cr.ia.disown(h);
+        POOL.remove(h);
+        DAT_SUCCESS
+    })
+}

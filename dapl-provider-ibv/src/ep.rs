@@ -1,0 +1,656 @@
+//! Endpoints: an RC queue pair plus its connection state.
+//!
+//! The post calls are the fast path: a handle check, a slot claimed from the
+//! EP's ring, the SGEs built on the stack and one verbs post. No lock, no
+//! allocation, no syscall (rxe and real HCAs post from user space).
+
+use crate::dto::Ring;
+use crate::evd::{self, Evd};
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::pz::Pz;
+use crate::verbs::cm;
+use crate::verbs::qp::{Caps, Qp};
+use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+/// Most SGEs one post may carry; the device limit is usually lower.
+pub const MAX_IOV: usize = 32;
+/// rdma_cm's private data limits for RC on InfiniBand (REQ and REP).
+pub const MAX_CONNECT_PDATA: usize = 56;
+pub const MAX_ACCEPT_PDATA: usize = 196;
+
+pub struct Ep {
+    pub ia: &'static Ia,
+    ia_handle: usize,
+    pz: AtomicUsize,
+    recv_evd: AtomicUsize,
+    req_evd: AtomicUsize,
+    pub conn_evd: AtomicUsize,
+    srq: usize,
+    attr: Mutex<DAT_EP_ATTR>,
+    pub state: AtomicU32,
+    /// The live QP for posting (null while unconfigured); `qp` owns it.
+    qp_ptr: AtomicPtr<ibv::ibv_qp>,
+    qp: Mutex<Option<Qp>>,
+    send_ring: Mutex<Option<Ring>>,
+    recv_ring: Mutex<Option<Ring>>,
+    /// Raw pointers to the rings for the post path, valid while `qp_ptr` is.
+    send_ring_ptr: AtomicPtr<Ring>,
+    recv_ring_ptr: AtomicPtr<Ring>,
+    pub cm_id: AtomicPtr<ibv::rdma_cm_id>,
+    pub remote: Mutex<libc::sockaddr_storage>,
+    pub remote_port: AtomicU32,
+    /// Private data to send with rdma_connect once the route is resolved.
+    pub connect_pdata: Mutex<Vec<u8>>,
+    /// The peer's private data from the last connection event; the event
+    /// points into it until the next one.
+    pub peer_pdata: Mutex<Vec<u8>>,
+    pub timeout_ms: AtomicU32,
+}
+
+// Raw pointers here are verbs objects owned by this EP; all shared state is
+// behind atomics or locks.
+unsafe impl Send for Ep {}
+unsafe impl Sync for Ep {}
+
+pub const RANK: u8 = 8;
+
+static POOL: Pool<Ep> = Pool::new();
+
+impl Object for Ep {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_EP;
+    const INVALID: u32 = DAT_INVALID_HANDLE_EP;
+}
+
+pub fn get(h: DAT_EP_HANDLE) -> Result<&'static Ep, DAT_RETURN> {
+    handle::get::<Ep>(h)
+}
+
+fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
+    let d = &ia.device.dev_attr;
+    DAT_EP_ATTR {
+        service_type: DAT_SERVICE_TYPE_RC,
+        max_message_size: ia.device.port_attr.max_msg_sz,
+        max_rdma_size: ia.device.port_attr.max_msg_sz,
+        qos: DAT_QOS_BEST_EFFORT,
+        recv_completion_flags: DAT_COMPLETION_DEFAULT_FLAG,
+        request_completion_flags: DAT_COMPLETION_DEFAULT_FLAG,
+        max_recv_dtos: 64.min(d.max_qp_wr),
+        max_request_dtos: 64.min(d.max_qp_wr),
+        max_recv_iov: 4.min(d.max_sge),
+        max_request_iov: 4.min(d.max_sge),
+        max_rdma_read_in: 4.min(d.max_qp_rd_atom),
+        max_rdma_read_out: 4.min(d.max_qp_init_rd_atom),
+        srq_soft_hw: 0,
+        max_rdma_read_iov: 4.min(d.max_sge_rd.max(1)),
+        max_rdma_write_iov: 4.min(d.max_sge),
+        ep_transport_specific_count: 0,
+        ep_transport_specific: std::ptr::null_mut(),
+        ep_provider_specific_count: 0,
+        ep_provider_specific: std::ptr::null_mut(),
+    }
+}
+
+/// Checks requested EP attributes against the device; minor = the argument.
+fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, minor: u32) -> Result<(), DAT_RETURN> {
+    let d = &ia.device.dev_attr;
+    let ok = a.service_type == DAT_SERVICE_TYPE_RC
+        && (0..=d.max_qp_wr).contains(&a.max_recv_dtos)
+        && (0..=d.max_qp_wr).contains(&a.max_request_dtos)
+        && (0..=d.max_sge.min(MAX_IOV as i32)).contains(&a.max_recv_iov)
+        && (0..=d.max_sge.min(MAX_IOV as i32)).contains(&a.max_request_iov)
+        && a.max_rdma_read_in <= d.max_qp_rd_atom.max(0)
+        && a.max_rdma_read_out <= d.max_qp_init_rd_atom.max(0)
+        && a.max_rdma_read_in >= 0
+        && a.max_rdma_read_out >= 0;
+    if ok { Ok(()) } else { Err(invalid_arg(minor)) }
+}
+
+impl Ep {
+    /// Creates the QP once a PZ and the DTO EVDs are known.
+    fn configure(&self, h: DAT_EP_HANDLE) -> Result<(), DAT_RETURN> {
+        let pz_h = self.pz.load(Ordering::Acquire);
+        let recv = self.recv_evd.load(Ordering::Acquire);
+        let req = self.req_evd.load(Ordering::Acquire);
+        if pz_h == 0 || (recv == 0 && req == 0) {
+            return Ok(());
+        }
+        let pz = handle::get::<Pz>(pz_h as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_PZ))?;
+        let cq_of = |e: usize| handle::get::<Evd>(e as DAT_HANDLE).ok().and_then(|e| e.cq.as_ref()).map(|c| c.cq);
+        let recv_cq = cq_of(recv).or(cq_of(req)).ok_or(invalid_handle(DAT_INVALID_HANDLE_EVD_RECV))?;
+        let send_cq = cq_of(req).or(cq_of(recv)).ok_or(invalid_handle(DAT_INVALID_HANDLE_EVD_REQUEST))?;
+        let attr = *self.attr.lock().unwrap_or_else(|e| e.into_inner());
+        let caps = Caps {
+            send_wr: attr.max_request_dtos.max(1) as u32,
+            recv_wr: attr.max_recv_dtos.max(1) as u32,
+            send_sge: attr.max_request_iov.max(attr.max_rdma_write_iov).max(attr.max_rdma_read_iov).max(1) as u32,
+            recv_sge: attr.max_recv_iov.max(1) as u32,
+        };
+        let srq = if self.srq == 0 { std::ptr::null_mut() } else { std::ptr::null_mut() };
+        let qp = Qp::create(pz.pd.0, send_cq, recv_cq, srq, &caps).map_err(|e| {
+            log::warn!("ibv_create_qp: {e}");
+            no_resources(DAT_RESOURCE_TEP)
+        })?;
+        qp.to_init(self.ia.device.port).map_err(|e| {
+            log::warn!("QP to INIT: {e}");
+            no_resources(DAT_RESOURCE_TEP)
+        })?;
+        let send = Ring::new(caps.send_wr);
+        let recvr = Ring::new(caps.recv_wr);
+        let mut sr = self.send_ring.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rr = self.recv_ring.lock().unwrap_or_else(|e| e.into_inner());
+        *sr = Some(send);
+        *rr = Some(recvr);
+        self.send_ring_ptr.store(sr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
+        self.recv_ring_ptr.store(rr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
+        self.qp_ptr.store(qp.0, Ordering::Release);
+        *self.qp.lock().unwrap_or_else(|e| e.into_inner()) = Some(qp);
+        self.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
+        log::debug!("EP {h:p} configured");
+        Ok(())
+    }
+
+    pub fn qp_num(&self) -> Option<u32> {
+        self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|q| q.num())
+    }
+
+    pub fn with_qp<R>(&self, f: impl FnOnce(&Qp) -> R) -> Option<R> {
+        self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(f)
+    }
+
+    pub fn rdma_depths(&self) -> (u8, u8) {
+        let a = self.attr.lock().unwrap_or_else(|e| e.into_inner());
+        (a.max_rdma_read_in.clamp(0, 255) as u8, a.max_rdma_read_out.clamp(0, 255) as u8)
+    }
+
+    /// Posts a connection-stream event to this EP's connection EVD.
+    pub fn post_conn_event(&self, me: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) {
+        let evd_h = self.conn_evd.load(Ordering::Acquire) as DAT_EVD_HANDLE;
+        let Ok(evd) = handle::get::<Evd>(evd_h) else {
+            log::warn!("EP {me:p}: connection event {number:#x} with no connection EVD");
+            return;
+        };
+        let mut keep = self.peer_pdata.lock().unwrap_or_else(|e| e.into_inner());
+        *keep = pdata.to_vec();
+        let mut ev = evd::new_event(number);
+        ev.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA {
+            ep_handle: me,
+            private_data_size: keep.len() as DAT_COUNT,
+            private_data: if keep.is_empty() { std::ptr::null_mut() } else { keep.as_ptr() as DAT_PVOID },
+        };
+        drop(keep);
+        evd.post(evd_h, ev);
+    }
+
+    /// Drops the connection: QP to error (outstanding DTOs flush) and the cm id released.
+    pub fn break_connection(&self) {
+        self.with_qp(|q| q.to_error());
+        cm::destroy_id(self.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn create_ep(
+    ia_h: DAT_IA_HANDLE,
+    pz_h: DAT_PZ_HANDLE,
+    recv_h: DAT_EVD_HANDLE,
+    req_h: DAT_EVD_HANDLE,
+    conn_h: DAT_EVD_HANDLE,
+    srq_h: DAT_SRQ_HANDLE,
+    attr: *const DAT_EP_ATTR,
+) -> Result<DAT_EP_HANDLE, DAT_RETURN> {
+    let ia = handle::get::<Ia>(ia_h)?;
+    let pz = if pz_h.is_null() {
+        None
+    } else {
+        let pz = handle::get::<Pz>(pz_h)?;
+        if !std::ptr::eq(pz.ia, ia) {
+            return Err(invalid_handle(DAT_INVALID_HANDLE_PZ));
+        }
+        Some(pz)
+    };
+    let opt_evd = |h: DAT_EVD_HANDLE, flag, minor| -> Result<Option<&'static Evd>, DAT_RETURN> {
+        if h.is_null() { Ok(None) } else { evd::require(h, flag, minor).map(Some) }
+    };
+    let recv = opt_evd(recv_h, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?;
+    let req = opt_evd(req_h, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?;
+    let conn = opt_evd(conn_h, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN)?;
+    // SAFETY: null-checked consumer attributes, copied.
+    let attr = match unsafe { attr.as_ref() } {
+        Some(a) => {
+            check_attr(ia, a, DAT_INVALID_ARG6)?;
+            *a
+        }
+        None => default_attr(ia),
+    };
+    let h = POOL.insert(Ep {
+        ia,
+        ia_handle: ia_h as usize,
+        pz: AtomicUsize::new(pz_h as usize),
+        recv_evd: AtomicUsize::new(recv_h as usize),
+        req_evd: AtomicUsize::new(req_h as usize),
+        conn_evd: AtomicUsize::new(conn_h as usize),
+        srq: srq_h as usize,
+        attr: Mutex::new(attr),
+        state: AtomicU32::new(DAT_EP_STATE_UNCONFIGURED_UNCONNECTED),
+        qp_ptr: AtomicPtr::new(std::ptr::null_mut()),
+        qp: Mutex::new(None),
+        send_ring: Mutex::new(None),
+        recv_ring: Mutex::new(None),
+        send_ring_ptr: AtomicPtr::new(std::ptr::null_mut()),
+        recv_ring_ptr: AtomicPtr::new(std::ptr::null_mut()),
+        cm_id: AtomicPtr::new(std::ptr::null_mut()),
+        // SAFETY: all-zero sockaddr_storage is valid (AF_UNSPEC).
+        remote: Mutex::new(unsafe { std::mem::zeroed() }),
+        remote_port: AtomicU32::new(0),
+        connect_pdata: Mutex::new(Vec::new()),
+        peer_pdata: Mutex::new(Vec::new()),
+        timeout_ms: AtomicU32::new(0),
+    });
+    let ep = get(h).expect("just created");
+    if let Err(e) = ep.configure(h) {
+        POOL.remove(h);
+        return Err(e);
+    }
+    for e in [recv, req, conn].into_iter().flatten() {
+        e.users.fetch_add(1, Ordering::AcqRel);
+    }
+    if let Some(pz) = pz {
+        pz.users.fetch_add(1, Ordering::AcqRel);
+    }
+    ia.adopt(h, RANK, destroy);
+    Ok(h)
+}
+
+pub unsafe extern "C" fn create(
+    ia_h: DAT_IA_HANDLE,
+    pz_h: DAT_PZ_HANDLE,
+    recv_h: DAT_EVD_HANDLE,
+    req_h: DAT_EVD_HANDLE,
+    conn_h: DAT_EVD_HANDLE,
+    attr: *const DAT_EP_ATTR,
+    out: *mut DAT_EP_HANDLE,
+) -> DAT_RETURN {
+    guard("dat_ep_create", || {
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG7);
+        }
+        match create_ep(ia_h, pz_h, recv_h, req_h, conn_h, std::ptr::null_mut(), attr) {
+            Ok(h) => {
+                // SAFETY: checked non-null.
+                unsafe { *out = h };
+                DAT_SUCCESS
+            }
+            Err(e) => e,
+        }
+    })
+}
+
+pub fn destroy(h: DAT_HANDLE) {
+    let Ok(ep) = get(h) else { return };
+    ep.ia.disown(h);
+    let users: Vec<usize> = [&ep.recv_evd, &ep.req_evd, &ep.conn_evd].iter().map(|a| a.load(Ordering::Acquire)).collect();
+    let pz = ep.pz.load(Ordering::Acquire);
+    let id = ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    ep.qp_ptr.store(std::ptr::null_mut(), Ordering::Release);
+    if !id.is_null() {
+        // SAFETY: the EP's own connected id; a disconnect request is best effort.
+        unsafe { ibv::rdma_disconnect(id) };
+    }
+    if POOL.remove(h) {
+        cm::destroy_id(id);
+        for e in users.into_iter().filter(|&e| e != 0) {
+            if let Ok(evd) = handle::get::<Evd>(e as DAT_HANDLE) {
+                evd.users.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if let Ok(pz) = handle::get::<Pz>(pz as DAT_HANDLE) {
+            pz.users.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+pub unsafe extern "C" fn free(h: DAT_EP_HANDLE) -> DAT_RETURN {
+    guard("dat_ep_free", || match get(h) {
+        Ok(_) => {
+            destroy(h);
+            DAT_SUCCESS
+        }
+        Err(e) => e,
+    })
+}
+
+pub unsafe extern "C" fn query(h: DAT_EP_HANDLE, _mask: DAT_EP_PARAM_MASK, out: *mut DAT_EP_PARAM) -> DAT_RETURN {
+    guard("dat_ep_query", || {
+        let ep = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        p.ia_handle = ep.ia_handle as DAT_IA_HANDLE;
+        p.ep_state = ep.state.load(Ordering::Acquire);
+        p.local_ia_address_ptr = ep.ia.device.ia_address();
+        p.local_port_qual = 0;
+        p.remote_ia_address_ptr = &*ep.remote.lock().unwrap_or_else(|e| e.into_inner()) as *const _ as DAT_IA_ADDRESS_PTR;
+        p.remote_port_qual = ep.remote_port.load(Ordering::Acquire) as DAT_PORT_QUAL;
+        p.pz_handle = ep.pz.load(Ordering::Acquire) as DAT_PZ_HANDLE;
+        p.recv_evd_handle = ep.recv_evd.load(Ordering::Acquire) as DAT_EVD_HANDLE;
+        p.request_evd_handle = ep.req_evd.load(Ordering::Acquire) as DAT_EVD_HANDLE;
+        p.connect_evd_handle = ep.conn_evd.load(Ordering::Acquire) as DAT_EVD_HANDLE;
+        p.srq_handle = ep.srq as DAT_SRQ_HANDLE;
+        p.ep_attr = *ep.attr.lock().unwrap_or_else(|e| e.into_inner());
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_EP_PARAM) -> DAT_RETURN {
+    guard("dat_ep_modify", || {
+        let ep = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer parameters.
+        let Some(p) = (unsafe { param.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        let state = ep.state.load(Ordering::Acquire);
+        if state != DAT_EP_STATE_UNCONNECTED && state != DAT_EP_STATE_UNCONFIGURED_UNCONNECTED {
+            return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
+        }
+        let settable = (DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_REQUEST_EVD_HANDLE
+            | DAT_EP_FIELD_CONNECT_EVD_HANDLE | DAT_EP_FIELD_EP_ATTR_ALL) as DAT_EP_PARAM_MASK;
+        if mask & !settable != 0 {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        if mask & DAT_EP_FIELD_EP_ATTR_ALL as DAT_EP_PARAM_MASK != 0 {
+            if let Err(e) = check_attr(ep.ia, &p.ep_attr, DAT_INVALID_ARG3) {
+                return e;
+            }
+        }
+        // Posted receives would be lost with the QP they sit on.
+        let posted = ep.recv_ring.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.posted() - r.done.load(Ordering::Acquire)).unwrap_or(0);
+        if posted != 0 {
+            return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
+        }
+        let swap = |slot: &AtomicUsize, new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
+            if !new.is_null() {
+                evd::require(new, flag, minor)?.users.fetch_add(1, Ordering::AcqRel);
+            }
+            let old = slot.swap(new as usize, Ordering::AcqRel);
+            if let Ok(e) = handle::get::<Evd>(old as DAT_HANDLE) {
+                e.users.fetch_sub(1, Ordering::AcqRel);
+            }
+            Ok(())
+        };
+        let r = (|| {
+            if mask & DAT_EP_FIELD_PZ_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                let pz = handle::get::<Pz>(p.pz_handle).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_PZ))?;
+                pz.users.fetch_add(1, Ordering::AcqRel);
+                if let Ok(old) = handle::get::<Pz>(ep.pz.swap(p.pz_handle as usize, Ordering::AcqRel) as DAT_HANDLE) {
+                    old.users.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            if mask & DAT_EP_FIELD_RECV_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                swap(&ep.recv_evd, p.recv_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?;
+            }
+            if mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                swap(&ep.req_evd, p.request_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?;
+            }
+            if mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                swap(&ep.conn_evd, p.connect_evd_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN)?;
+            }
+            if mask & DAT_EP_FIELD_EP_ATTR_ALL as DAT_EP_PARAM_MASK != 0 {
+                *ep.attr.lock().unwrap_or_else(|e| e.into_inner()) = p.ep_attr;
+            }
+            // The QP is rebuilt with whatever changed.
+            ep.qp_ptr.store(std::ptr::null_mut(), Ordering::Release);
+            *ep.qp.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            ep.configure(h)
+        })();
+        match r {
+            Ok(()) => DAT_SUCCESS,
+            Err(e) => e,
+        }
+    })
+}
+
+/// Builds the SGE list for a post; false if a count or triplet is bad.
+#[inline]
+fn sges(n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, out: &mut [ibv::ibv_sge; MAX_IOV]) -> Option<(usize, u64)> {
+    if n < 0 || n as usize > MAX_IOV || (n > 0 && iov.is_null()) {
+        return None;
+    }
+    let mut total = 0u64;
+    for (i, slot) in out.iter_mut().enumerate().take(n as usize) {
+        // SAFETY: the consumer gave n triplets at iov.
+        let t = unsafe { &*iov.add(i) };
+        *slot = ibv::ibv_sge { addr: t.virtual_address, length: t.segment_length, lkey: t.lmr_context };
+        total += t.segment_length as u64;
+    }
+    Some((n as usize, total))
+}
+
+fn send_flags(flags: DAT_COMPLETION_FLAGS) -> u32 {
+    let mut f = 0;
+    if flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0 {
+        f |= ibv::IBV_SEND_SIGNALED;
+    }
+    if flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0 {
+        f |= ibv::IBV_SEND_SOLICITED;
+    }
+    if flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0 {
+        f |= ibv::IBV_SEND_FENCE;
+    }
+    f
+}
+
+fn post_error(rc: i32) -> DAT_RETURN {
+    match rc {
+        libc::ENOMEM => no_resources(DAT_RESOURCE_TEP),
+        libc::EINVAL => invalid_arg(DAT_INVALID_ARG2),
+        _ => invalid_state(DAT_INVALID_STATE_EP_DISCONNECTED),
+    }
+}
+
+#[inline]
+fn post_request(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *const DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: Option<&DAT_RMR_TRIPLET>,
+    opcode: u32,
+    op: DAT_DTOS,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
+    let ep = match get(h) {
+        Ok(e) => e,
+        Err(e) => return e,
+    };
+    if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+        return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
+    }
+    let qp = ep.qp_ptr.load(Ordering::Acquire);
+    let ring = ep.send_ring_ptr.load(Ordering::Acquire);
+    if qp.is_null() || ring.is_null() {
+        return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
+    }
+    // SAFETY: all-zero SGEs are valid placeholders; sges() fills the first n.
+    let mut list: [ibv::ibv_sge; MAX_IOV] = unsafe { std::mem::zeroed() };
+    let Some((count, len)) = sges(n, iov, &mut list) else { return invalid_arg(DAT_INVALID_ARG2) };
+    // SAFETY: the ring lives as long as the QP we just read.
+    let ring = unsafe { &*ring };
+    // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
+    let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, op, remote.map_or(0, |r| r.rmr_context));
+    // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
+    let mut wr: ibv::ibv_send_wr = unsafe { std::mem::zeroed() };
+    wr.wr_id = wr_id;
+    wr.sg_list = list.as_mut_ptr();
+    wr.num_sge = count as i32;
+    wr.opcode = opcode;
+    wr.send_flags = send_flags(flags);
+    if let Some(r) = remote {
+        wr.wr.rdma = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.virtual_address, rkey: r.rmr_context };
+    }
+    let mut bad: *mut ibv::ibv_send_wr = std::ptr::null_mut();
+    // SAFETY: live QP; wr and its SGE list live on this stack frame for the call.
+    let rc = unsafe { ibv::ibv_post_send(qp, &mut wr, &mut bad) };
+    if rc != 0 {
+        ring.unclaim();
+        return post_error(rc);
+    }
+    DAT_SUCCESS
+}
+
+pub unsafe extern "C" fn post_send(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
+    guard("dat_ep_post_send", || post_request(h, n, iov, cookie, None, ibv::IBV_WR_SEND, DAT_DTO_SEND, flags))
+}
+
+pub unsafe extern "C" fn post_rdma_write(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
+    guard("dat_ep_post_rdma_write", || {
+        // SAFETY: null-checked consumer triplet.
+        let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
+        post_request(h, n, iov, cookie, Some(r), ibv::IBV_WR_RDMA_WRITE, DAT_DTO_RDMA_WRITE, flags)
+    })
+}
+
+pub unsafe extern "C" fn post_rdma_read(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
+    guard("dat_ep_post_rdma_read", || {
+        // SAFETY: null-checked consumer triplet.
+        let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
+        post_request(h, n, iov, cookie, Some(r), ibv::IBV_WR_RDMA_READ, DAT_DTO_RDMA_READ, flags)
+    })
+}
+
+pub unsafe extern "C" fn post_recv(
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    _flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
+    guard("dat_ep_post_recv", || {
+        let ep = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        let qp = ep.qp_ptr.load(Ordering::Acquire);
+        let ring = ep.recv_ring_ptr.load(Ordering::Acquire);
+        if qp.is_null() || ring.is_null() {
+            return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
+        }
+        // SAFETY: as in post_request.
+        let mut list: [ibv::ibv_sge; MAX_IOV] = unsafe { std::mem::zeroed() };
+        let Some((count, len)) = sges(n, iov, &mut list) else { return invalid_arg(DAT_INVALID_ARG2) };
+        // SAFETY: the ring lives as long as the QP.
+        let ring = unsafe { &*ring };
+        // SAFETY: plain 8-byte union.
+        let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, DAT_DTO_RECEIVE, 0);
+        let mut wr = ibv::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: list.as_mut_ptr(), num_sge: count as i32 };
+        let mut bad: *mut ibv::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: live QP; wr and SGEs live for the call.
+        let rc = unsafe { ibv::ibv_post_recv(qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            ring.unclaim();
+            return post_error(rc);
+        }
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn get_status(
+    h: DAT_EP_HANDLE,
+    state: *mut DAT_EP_STATE,
+    recv_idle: *mut DAT_BOOLEAN,
+    req_idle: *mut DAT_BOOLEAN,
+) -> DAT_RETURN {
+    guard("dat_ep_get_status", || {
+        let ep = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        let idle = |r: &Mutex<Option<Ring>>| {
+            r.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|r| r.posted() <= r.done.load(Ordering::Acquire))
+        };
+        // SAFETY: each out-pointer is optional and null-checked.
+        unsafe {
+            if let Some(s) = state.as_mut() {
+                *s = ep.state.load(Ordering::Acquire);
+            }
+            if let Some(b) = recv_idle.as_mut() {
+                *b = idle(&ep.recv_ring) as DAT_BOOLEAN;
+            }
+            if let Some(b) = req_idle.as_mut() {
+                *b = idle(&ep.send_ring) as DAT_BOOLEAN;
+            }
+        }
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn reset(h: DAT_EP_HANDLE) -> DAT_RETURN {
+    guard("dat_ep_reset", || {
+        let ep = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_DISCONNECTED {
+            return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
+        }
+        cm::destroy_id(ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel));
+        match ep.with_qp(|q| q.to_reset_and_init(ep.ia.device.port)) {
+            Some(Ok(())) | None => {
+                ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
+                DAT_SUCCESS
+            }
+            Some(Err(e)) => {
+                log::warn!("EP reset: {e}");
+                error(DAT_INTERNAL_ERROR, 0)
+            }
+        }
+    })
+}
+
+pub unsafe extern "C" fn recv_query(h: DAT_EP_HANDLE, nbufs: *mut DAT_COUNT, bufsize: *mut DAT_COUNT) -> DAT_RETURN {
+    guard("dat_ep_recv_query", || {
+        let ep = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        let outstanding = ep.recv_ring.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+            .map_or(0, |r| r.posted().saturating_sub(r.done.load(Ordering::Acquire)));
+        // SAFETY: optional out-pointers, null-checked.
+        unsafe {
+            if let Some(n) = nbufs.as_mut() {
+                *n = outstanding as DAT_COUNT;
+            }
+            if let Some(b) = bufsize.as_mut() {
+                *b = DAT_VALUE_UNKNOWN as DAT_COUNT;
+            }
+        }
+        DAT_SUCCESS
+    })
+}

@@ -1,0 +1,124 @@
+//! Reserved service points: like a PSP, but for one EP and one connection.
+
+use crate::ep;
+use crate::evd;
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::psp::{listen, port_of};
+use crate::verbs::cm;
+use dat_abi::status::{guard, invalid_arg, invalid_state};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+pub struct Rsp {
+    pub ia: &'static Ia,
+    ia_handle: usize,
+    pub conn_qual: DAT_CONN_QUAL,
+    pub evd: usize,
+    pub ep: usize,
+    /// Set by the first connection request; later ones are rejected.
+    pub used: AtomicBool,
+    id: AtomicPtr<ibv::rdma_cm_id>,
+}
+
+pub const RANK: u8 = 10;
+
+static POOL: Pool<Rsp> = Pool::new();
+
+impl Object for Rsp {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_RSP;
+    const INVALID: u32 = DAT_INVALID_HANDLE_RSP;
+}
+
+pub unsafe extern "C" fn create(
+    ia_h: DAT_IA_HANDLE,
+    qual: DAT_CONN_QUAL,
+    ep_h: DAT_EP_HANDLE,
+    evd_h: DAT_EVD_HANDLE,
+    out: *mut DAT_RSP_HANDLE,
+) -> DAT_RETURN {
+    guard("dat_rsp_create", || {
+        let ia = match handle::get::<Ia>(ia_h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        let ep = match ep::get(ep_h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_UNCONNECTED {
+            return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
+        }
+        let evd = match evd::require(evd_h, DAT_EVD_CR_FLAG, DAT_INVALID_HANDLE_EVD_CR) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG5);
+        }
+        let (id, _) = match listen(ia, port_of(qual), 0) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        let h = POOL.insert(Rsp {
+            ia,
+            ia_handle: ia_h as usize,
+            conn_qual: qual,
+            evd: evd_h as usize,
+            ep: ep_h as usize,
+            used: AtomicBool::new(false),
+            id: AtomicPtr::new(id),
+        });
+        // SAFETY: our id; its events now name this RSP.
+        unsafe { (*id).context = h };
+        evd.users.fetch_add(1, Ordering::AcqRel);
+        ep.state.store(DAT_EP_STATE_RESERVED, Ordering::Release);
+        ia.adopt(h, RANK, destroy);
+        // SAFETY: checked non-null.
+        unsafe { *out = h };
+        DAT_SUCCESS
+    })
+}
+
+fn destroy(h: DAT_HANDLE) {
+    let Ok(rsp) = handle::get::<Rsp>(h) else { return };
+    rsp.ia.disown(h);
+    let id = rsp.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let (evd, ep_h) = (rsp.evd, rsp.ep);
+    if POOL.remove(h) {
+        cm::destroy_id(id);
+        if let Ok(e) = handle::get::<evd::Evd>(evd as DAT_HANDLE) {
+            e.users.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Ok(ep) = ep::get(ep_h as DAT_HANDLE) {
+            let _ = ep.state.compare_exchange(DAT_EP_STATE_RESERVED, DAT_EP_STATE_UNCONNECTED, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+}
+
+pub unsafe extern "C" fn free(h: DAT_RSP_HANDLE) -> DAT_RETURN {
+    guard("dat_rsp_free", || match handle::get::<Rsp>(h) {
+        Ok(_) => {
+            destroy(h);
+            DAT_SUCCESS
+        }
+        Err(e) => e,
+    })
+}
+
+pub unsafe extern "C" fn query(h: DAT_RSP_HANDLE, _mask: DAT_RSP_PARAM_MASK, out: *mut DAT_RSP_PARAM) -> DAT_RETURN {
+    guard("dat_rsp_query", || {
+        let rsp = match handle::get::<Rsp>(h) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        p.ia_handle = rsp.ia_handle as DAT_IA_HANDLE;
+        p.conn_qual = rsp.conn_qual;
+        p.evd_handle = rsp.evd as DAT_EVD_HANDLE;
+        p.ep_handle = rsp.ep as DAT_EP_HANDLE;
+        DAT_SUCCESS
+    })
+}

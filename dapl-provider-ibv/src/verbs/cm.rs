@@ -1,0 +1,93 @@
+//! The rdma_cm side: one event channel per IA and the thread that reads it.
+
+use crate::wake::{self, Wake};
+use rdma_core_sys as ibv;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+/// Handles one event; the event is acknowledged after it returns, so the
+/// handler copies anything (private data) it needs to keep. An id it returns
+/// is destroyed after the ack: destroying an id blocks until its events are
+/// acked, so it cannot happen inside the handler.
+pub type Handler = fn(&ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id>;
+
+pub struct CmThread {
+    stop: Arc<(AtomicBool, Wake)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Channel(*mut ibv::rdma_event_channel);
+
+// The channel is only read by the CM thread; it outlives the thread (joined in drop).
+unsafe impl Send for Channel {}
+
+impl CmThread {
+    pub fn start(channel: *mut ibv::rdma_event_channel, handler: Handler) -> std::io::Result<CmThread> {
+        let wake = Wake::new().ok_or_else(std::io::Error::last_os_error)?;
+        let stop = Arc::new((AtomicBool::new(false), wake));
+        // SAFETY: channel fd owned by the IA's device; made non-blocking so the
+        // thread can also watch its stop signal.
+        let fd = unsafe { (*channel).fd };
+        // SAFETY: plain fcntl on that fd.
+        unsafe {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        let ch = Channel(channel);
+        let s = stop.clone();
+        let thread = std::thread::Builder::new().name("daplibv-cm".into()).spawn(move || {
+            let ch = ch;
+            while !s.0.load(Ordering::Acquire) {
+                wake::sleep_on(&[fd, s.1.fd()], None);
+                loop {
+                    let mut ev: *mut ibv::rdma_cm_event = std::ptr::null_mut();
+                    // SAFETY: non-blocking read of the next event on our channel.
+                    if unsafe { ibv::rdma_get_cm_event(ch.0, &mut ev) } != 0 {
+                        break;
+                    }
+                    // SAFETY: a valid event until acked below.
+                    let r = std::panic::catch_unwind(|| handler(unsafe { &*ev }));
+                    // SAFETY: acking the event we got.
+                    unsafe { ibv::rdma_ack_cm_event(ev) };
+                    match r {
+                        Ok(Some(id)) => destroy_id(id),
+                        Ok(None) => {}
+                        Err(_) => log::error!("connection event handler panicked; event dropped"),
+                    }
+                }
+            }
+        })?;
+        Ok(CmThread { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for CmThread {
+    fn drop(&mut self) {
+        self.stop.0.store(true, Ordering::Release);
+        self.stop.1.signal();
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Creates a cm id on `channel` whose context is `context` (a DAT handle).
+pub fn create_id(channel: *mut ibv::rdma_event_channel, context: usize) -> std::io::Result<*mut ibv::rdma_cm_id> {
+    let mut id: *mut ibv::rdma_cm_id = std::ptr::null_mut();
+    // SAFETY: live channel; id receives the new id.
+    if unsafe { ibv::rdma_create_id(channel, &mut id, context as *mut libc::c_void, ibv::RDMA_PS_TCP) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(id)
+}
+
+pub fn destroy_id(id: *mut ibv::rdma_cm_id) {
+    if !id.is_null() {
+        // SAFETY: an id we created; rdma_destroy_id waits for its events' acks,
+        // which the CM thread gives without taking any of our locks.
+        unsafe { ibv::rdma_destroy_id(id) };
+    }
+}
