@@ -72,7 +72,7 @@ pub unsafe extern "C" fn create(ia_h: DAT_IA_HANDLE, agent: DAT_OS_WAIT_PROXY_AG
             wake,
             agent: Mutex::new((agent.instance_data as usize, agent.proxy_agent_func)),
             waiting: AtomicBool::new(false),
-        });
+        }, ia.table());
         ia.adopt(h, RANK, destroy);
         // SAFETY: checked non-null.
         unsafe { *out = h };

@@ -173,6 +173,17 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
                 DAT_SUCCESS
             }
             DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_DISCONNECT_PENDING => DAT_SUCCESS,
+            DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {
+                // Nothing to tear down; an abrupt disconnect still flushes
+                // posted receives, and the EP stays usable.
+                if flags == DAT_CLOSE_ABRUPT_FLAG {
+                    ep.with_qp(|q| {
+                        q.to_error();
+                        let _ = q.to_reset_and_init(ep.ia.device.port);
+                    });
+                }
+                DAT_SUCCESS
+            }
             _ => invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED),
         }
     })

@@ -35,7 +35,7 @@ impl Object for Cr {
 
 pub fn insert(cr: Cr) -> DAT_CR_HANDLE {
     let ia = cr.ia;
-    let h = POOL.insert(cr);
+    let h = POOL.insert(cr, ia.table());
     ia.adopt(h, RANK, destroy);
     h
 }

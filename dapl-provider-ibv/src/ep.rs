@@ -250,7 +250,7 @@ pub fn create_ep(
         connect_pdata: Mutex::new(Vec::new()),
         peer_pdata: Mutex::new(Vec::new()),
         timeout_ms: AtomicU32::new(0),
-    });
+    }, ia.table());
     let ep = get(h).expect("just created");
     if let Err(e) = ep.configure(h) {
         POOL.remove(h);
@@ -617,13 +617,26 @@ pub unsafe extern "C" fn reset(h: DAT_EP_HANDLE) -> DAT_RETURN {
             Ok(e) => e,
             Err(e) => return e,
         };
-        if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_DISCONNECTED {
-            return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
+        match ep.state.load(Ordering::Acquire) {
+            DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
+            DAT_EP_STATE_ACTIVE_CONNECTION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_ACTCONNPENDING),
+            DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_PASSCONNPENDING),
+            DAT_EP_STATE_DISCONNECT_PENDING => return invalid_state(DAT_INVALID_STATE_EP_DISCPENDING),
+            DAT_EP_STATE_RESERVED => return invalid_state(DAT_INVALID_STATE_EP_RESERVED),
+            _ => return invalid_state(DAT_INVALID_STATE_EP_CONNECTED),
         }
         cm::destroy_id(ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel));
-        match ep.with_qp(|q| q.to_reset_and_init(ep.ia.device.port)) {
+        // Through ERROR first, so posted DTOs complete as flushed.
+        match ep.with_qp(|q| {
+            q.to_error();
+            q.to_reset_and_init(ep.ia.device.port)
+        }) {
             Some(Ok(())) | None => {
-                ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
+                let unconfigured = ep.qp_ptr.load(Ordering::Acquire).is_null();
+                ep.state.store(
+                    if unconfigured { DAT_EP_STATE_UNCONFIGURED_UNCONNECTED } else { DAT_EP_STATE_UNCONNECTED },
+                    Ordering::Release,
+                );
                 DAT_SUCCESS
             }
             Some(Err(e)) => {

@@ -255,7 +255,7 @@ pub fn create_evd(
         waiting: AtomicBool::new(false),
         users: AtomicUsize::new(0),
         overflows: AtomicUsize::new(0),
-    });
+    }, ia.table());
     if let Some(c) = cno {
         c.attach(h);
         handle::get::<Evd>(h).expect("just created").attach_cno(cno_h as usize);
@@ -365,7 +365,9 @@ pub unsafe extern "C" fn dequeue(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DA
         };
         // SAFETY: null-checked consumer out-parameter.
         let Some(out) = (unsafe { event.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG2) };
-        if evd.take(h, out) { DAT_SUCCESS } else { error(DAT_QUEUE_EMPTY, 0) }
+        // Plain DAT_QUEUE_EMPTY, without the error class bit: the reference
+        // returns it so, and programs (dtest -p) compare for it exactly.
+        if evd.take(h, out) { DAT_SUCCESS } else { DAT_QUEUE_EMPTY }
     })
 }
 

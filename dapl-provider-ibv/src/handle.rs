@@ -55,13 +55,13 @@ impl<T: Object> Pool<T> {
         Pool { free: Mutex::new(VecDeque::new()) }
     }
 
-    /// Puts `value` in a slot and returns its handle.
-    pub fn insert(&'static self, value: T) -> DAT_HANDLE {
+    /// Puts `value` in a slot owned by provider table `provider` and returns its handle.
+    pub fn insert(&'static self, value: T, provider: *mut DAT_PROVIDER) -> DAT_HANDLE {
         let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
         let slot: &'static Slot<T> = reused.unwrap_or_else(|| {
             Box::leak(Box::new(Slot {
                 header: Header {
-                    provider: AtomicPtr::new(table::provider()),
+                    provider: AtomicPtr::new(provider),
                     tag: AtomicU32::new(DEAD),
                     context: AtomicU64::new(0),
                 },
@@ -71,6 +71,7 @@ impl<T: Object> Pool<T> {
         // SAFETY: the slot is dead (fresh, or taken off the free list), so no
         // one else reads or writes its body.
         unsafe { (*slot.body.get()).write(value) };
+        slot.header.provider.store(provider, Ordering::Relaxed);
         slot.header.context.store(0, Ordering::Relaxed);
         slot.header.tag.store(MAGIC | T::TYPE, Ordering::Release);
         slot as *const Slot<T> as DAT_HANDLE
@@ -99,7 +100,7 @@ fn header(h: DAT_HANDLE) -> Option<&'static Header> {
     // SAFETY: the DAT contract makes a handle point at an object whose first
     // word is its provider; we read that word and our tag only.
     let hdr = unsafe { &*(h as *const Header) };
-    let ours = std::ptr::eq(hdr.provider.load(Ordering::Relaxed), table::provider());
+    let ours = table::is_ours(hdr.provider.load(Ordering::Relaxed));
     (ours && hdr.tag.load(Ordering::Acquire) & 0xFFFF_0000 == MAGIC).then_some(hdr)
 }
 

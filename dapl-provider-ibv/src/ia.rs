@@ -8,11 +8,13 @@ use crate::instance;
 use crate::verbs::device::{Device, cstring};
 use dat_abi::status::{guard, invalid_arg, invalid_state, not_found};
 use dat_abi::*;
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub struct Ia {
+    /// The provider table of this IA's dat.conf entry; every child's first word.
+    table: usize,
     /// Declared first so it stops (dropped first) before the device's channel goes.
     cm: Mutex<Option<CmThread>>,
     pub name: String,
@@ -21,6 +23,43 @@ pub struct Ia {
     /// The async EVD: created by us at open unless the consumer gave one.
     async_evd: AtomicUsize,
     owns_async_evd: AtomicBool,
+    /// Provider-specific attributes, as DAPL's providers publish them
+    /// (dtestsrq reads DAT_IB_TRANSPORT_MTU); the array points into `strings`.
+    named: Vec<DAT_NAMED_ATTR>,
+    _strings: Vec<CString>,
+}
+
+// `named` holds pointers into `_strings`, which live and never move with the IA.
+unsafe impl Send for Ia {}
+unsafe impl Sync for Ia {}
+
+fn mtu_bytes(mtu: u32) -> u32 {
+    // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
+    if (1..=5).contains(&mtu) { 128 << mtu } else { 0 }
+}
+
+fn named_attrs(device: &Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) {
+    let state = match device.port_attr.state {
+        rdma_core_sys::IBV_PORT_ACTIVE => "ACTIVE",
+        rdma_core_sys::IBV_PORT_DOWN => "DOWN",
+        rdma_core_sys::IBV_PORT_INIT => "INIT",
+        rdma_core_sys::IBV_PORT_ARMED => "ARMED",
+        _ => "UNKNOWN",
+    };
+    let pairs = [
+        ("DAT_IB_PROVIDER_NAME", "daplibv".to_owned()),
+        ("DAT_IB_DEVICE_NAME", device.name.clone()),
+        ("DAT_IB_PORT_NUMBER", device.port.to_string()),
+        ("DAT_IB_PORT_STATUS", state.to_owned()),
+        ("DAT_IB_TRANSPORT_MTU", mtu_bytes(device.port_attr.active_mtu).to_string()),
+        ("DAT_IB_NETDEV", device.netdev.clone().unwrap_or_default()),
+    ];
+    let strings: Vec<CString> = pairs.iter().flat_map(|(k, v)| [cstring(k), cstring(v)]).collect();
+    let named = strings
+        .chunks(2)
+        .map(|kv| DAT_NAMED_ATTR { name: kv[0].as_ptr(), value: kv[1].as_ptr() })
+        .collect();
+    (named, strings)
 }
 
 /// An object an abrupt close must free: higher `rank` goes first, so
@@ -45,6 +84,10 @@ impl Ia {
 
     pub fn disown(&self, h: DAT_HANDLE) {
         self.children.lock().unwrap_or_else(|e| e.into_inner()).retain(|c| c.handle != h as usize);
+    }
+
+    pub fn table(&self) -> *mut DAT_PROVIDER {
+        self.table as *mut DAT_PROVIDER
     }
 
     pub fn is_async_evd(&self, h: DAT_EVD_HANDLE) -> bool {
@@ -74,7 +117,7 @@ pub unsafe extern "C" fn open(
         }
         // SAFETY: non-null; the registry passes the consumer's C string.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
-        let Some(params) = instance::params(&name) else {
+        let (Some(params), Some(table)) = (instance::params(&name), crate::table::for_instance(&name)) else {
             return not_found(DAT_NAME_NOT_REGISTERED);
         };
         let device = match Device::open(&params) {
@@ -91,14 +134,18 @@ pub unsafe extern "C" fn open(
                 Err(e) => return e,
             }
         };
+        let (named, strings) = named_attrs(&device);
         let h = POOL.insert(Ia {
+            named,
+            _strings: strings,
+            table: table as usize,
             cm: Mutex::new(None),
             name,
             device,
             children: Mutex::new(Vec::new()),
             async_evd: AtomicUsize::new(given as usize),
             owns_async_evd: AtomicBool::new(false),
-        });
+        }, table);
         let ia = handle::get::<Ia>(h).expect("just created");
         match CmThread::start(ia.device.channel, connection::handle_event) {
             Ok(t) => *ia.cm.lock().unwrap_or_else(|e| e.into_inner()) = Some(t),
@@ -184,7 +231,7 @@ fn fill_ia_attr(ia: &Ia, a: &mut DAT_IA_ATTR) {
     a.zb_supported = DAT_FALSE as _;
 }
 
-fn fill_provider_attr(a: &mut DAT_PROVIDER_ATTR) {
+fn fill_provider_attr(ia: &Ia, a: &mut DAT_PROVIDER_ATTR) {
     *a = DAT_PROVIDER_ATTR::default();
     copy_name(&mut a.provider_name, "daplibv");
     a.provider_version_major = 2;
@@ -209,6 +256,8 @@ fn fill_provider_attr(a: &mut DAT_PROVIDER_ATTR) {
     a.rmr_scope_supported = DAT_RMR_SCOPE_EP;
     a.is_signal_safe = DAT_FALSE as _;
     a.ha_supported = DAT_FALSE as _;
+    a.num_provider_specific_attr = ia.named.len() as DAT_COUNT;
+    a.provider_specific_attr = ia.named.as_ptr() as *mut DAT_NAMED_ATTR;
 }
 
 pub unsafe extern "C" fn query(
@@ -239,7 +288,7 @@ pub unsafe extern "C" fn query(
                 fill_ia_attr(ia, a);
             }
             if let Some(a) = prov_attr.as_mut() {
-                fill_provider_attr(a);
+                fill_provider_attr(ia, a);
             }
         }
         DAT_SUCCESS

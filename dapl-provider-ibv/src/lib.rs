@@ -63,9 +63,13 @@ pub unsafe extern "C" fn dat_provider_init(info: *const DAT_PROVIDER_INFO, param
             log::error!("no DAT registry in this process; cannot register IA '{name}'");
             return;
         };
+        let Some(table) = table::for_instance(&name) else {
+            log::error!("too many IA names registered; '{name}' refused");
+            return;
+        };
         instance::add(&name, &params);
-        // SAFETY: our static table, and the registry's own info.
-        let rc = unsafe { add(table::provider(), info) };
+        // SAFETY: our instance table, and the registry's own info.
+        let rc = unsafe { add(table, info) };
         if rc != DAT_SUCCESS {
             log::error!("registering IA '{name}' failed: {rc:#x}");
             instance::remove(&name);
@@ -82,10 +86,11 @@ pub unsafe extern "C" fn dat_provider_fini(info: *const DAT_PROVIDER_INFO) {
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: null-checked registry info.
         let Some(info) = (unsafe { info.as_ref() }) else { return };
-        instance::remove(&ia_name(info));
-        if let Some(remove) = registry_fn(c"dat_registry_remove_provider") {
+        let name = ia_name(info);
+        instance::remove(&name);
+        if let (Some(remove), Some(table)) = (registry_fn(c"dat_registry_remove_provider"), table::for_instance(&name)) {
             // SAFETY: as for add.
-            unsafe { remove(table::provider(), info) };
+            unsafe { remove(table, info) };
         }
     });
 }

@@ -36,10 +36,14 @@ impl Object for Lmr {
     const INVALID: u32 = DAT_INVALID_HANDLE_LMR;
 }
 
-/// DAT privileges to verbs access flags. Local write is always on: a receive
-/// or an RDMA read lands in the region, and verbs require it for remote write.
+/// DAT privileges to verbs access flags. Local write is asked for only when
+/// granted (or implied by remote write, which verbs require it for), so
+/// read-only memory can be registered as a send source.
 pub fn access_flags(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
-    let mut a = ibv::IBV_ACCESS_LOCAL_WRITE;
+    let mut a = 0;
+    if privs & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG) != 0 {
+        a |= ibv::IBV_ACCESS_LOCAL_WRITE;
+    }
     if privs & DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
         a |= ibv::IBV_ACCESS_REMOTE_READ;
     }
@@ -122,7 +126,7 @@ pub unsafe extern "C" fn create(
             privs,
             va_type,
             mr,
-        });
+        }, ia.table());
         ia.adopt(h, RANK, destroy);
         // SAFETY: each out-pointer is the consumer's; optional ones null-checked.
         unsafe {

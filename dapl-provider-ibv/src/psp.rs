@@ -72,7 +72,7 @@ fn create_psp(ia_h: DAT_IA_HANDLE, qual: Option<DAT_CONN_QUAL>, evd_h: DAT_EVD_H
     }
     let (id, port) = listen(ia, qual.map_or(0, port_of), 0)?;
     let conn_qual = qual.unwrap_or(port as DAT_CONN_QUAL);
-    let h = POOL.insert(Psp { ia, ia_handle: ia_h as usize, conn_qual, evd: evd_h as usize, flags, id: AtomicPtr::new(id) });
+    let h = POOL.insert(Psp { ia, ia_handle: ia_h as usize, conn_qual, evd: evd_h as usize, flags, id: AtomicPtr::new(id) }, ia.table());
     // SAFETY: the id is ours; events on it now name this PSP.
     unsafe { (*id).context = h };
     evd.users.fetch_add(1, Ordering::AcqRel);

@@ -38,7 +38,7 @@ pub unsafe extern "C" fn create(ia_h: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) ->
             log::warn!("ibv_alloc_pd: {}", std::io::Error::last_os_error());
             return no_resources(DAT_RESOURCE_PROTECTION_DOMAIN);
         };
-        let h = POOL.insert(Pz { ia, ia_handle: ia_h as usize, pd, users: AtomicUsize::new(0) });
+        let h = POOL.insert(Pz { ia, ia_handle: ia_h as usize, pd, users: AtomicUsize::new(0) }, ia.table());
         ia.adopt(h, RANK, destroy);
         // SAFETY: checked non-null.
         unsafe { *out = h };

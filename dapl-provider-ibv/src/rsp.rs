@@ -69,7 +69,7 @@ pub unsafe extern "C" fn create(
             ep: ep_h as usize,
             used: AtomicBool::new(false),
             id: AtomicPtr::new(id),
-        });
+        }, ia.table());
         // SAFETY: our id; its events now name this RSP.
         unsafe { (*id).context = h };
         evd.users.fetch_add(1, Ordering::AcqRel);

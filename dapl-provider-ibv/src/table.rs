@@ -1,20 +1,25 @@
 //! The provider function table the registry dispatches through.
 //!
-//! One static table serves every IA name this library is registered under;
-//! `ia_open` finds the instance by name. A slot left `None` makes the
-//! registry answer DAT_NOT_IMPLEMENTED, which is what README's coverage
-//! table lists for it.
+//! Each IA name this library is registered under gets its own copy of the
+//! table, with `device_name` set to that name: the reference registry finds
+//! the dat.conf entry again by it when an IA closes. A slot left `None`
+//! makes the registry answer DAT_NOT_IMPLEMENTED, which is what README's
+//! coverage table lists for it.
 
 use crate::{cno, connection, cr, ep, evd, generic, ia, lmr, psp, pz, rsp};
+use crate::verbs::device::cstring;
 use dat_abi::*;
+use std::ffi::CStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 struct Table(DAT_PROVIDER);
 
 // The table is immutable static data; the raw pointers in it are to static strings.
 unsafe impl Sync for Table {}
 
-static TABLE: Table = Table(DAT_PROVIDER {
-    device_name: c"daplibv".as_ptr(),
+static TEMPLATE: Table = Table(DAT_PROVIDER {
+    device_name: std::ptr::null(),
     extension: std::ptr::null_mut(),
     ia_open_func: Some(ia::open),
     ia_query_func: Some(ia::query),
@@ -75,7 +80,35 @@ static TABLE: Table = Table(DAT_PROVIDER {
     ..unsafe { std::mem::zeroed() }
 });
 
-/// Our table's address: the first word of every handle we hand out.
-pub fn provider() -> *mut DAT_PROVIDER {
-    &TABLE.0 as *const DAT_PROVIDER as *mut DAT_PROVIDER
+/// Instance tables never go away (handles point at them for as long as
+/// the process lives); a name registered again gets its old table back.
+const MAX_INSTANCES: usize = 64;
+static INSTANCES: [AtomicPtr<DAT_PROVIDER>; MAX_INSTANCES] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_INSTANCES];
+static CREATE: Mutex<()> = Mutex::new(());
+
+/// The table for IA name `name`, created on first use; None when full.
+pub fn for_instance(name: &str) -> Option<*mut DAT_PROVIDER> {
+    let _guard = CREATE.lock().unwrap_or_else(|e| e.into_inner());
+    let wanted = cstring(name);
+    for slot in &INSTANCES {
+        let p = slot.load(Ordering::Acquire);
+        if p.is_null() {
+            let mut t = Box::new(DAT_PROVIDER { ..TEMPLATE.0 });
+            t.device_name = Box::leak(wanted.into_boxed_c_str()).as_ptr();
+            let p = Box::into_raw(t);
+            slot.store(p, Ordering::Release);
+            return Some(p);
+        }
+        // SAFETY: instance tables are leaked and immutable; device_name is a C string.
+        if unsafe { CStr::from_ptr((*p).device_name) } == wanted.as_c_str() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// True when `p` is one of our instance tables.
+#[inline]
+pub fn is_ours(p: *const DAT_PROVIDER) -> bool {
+    !p.is_null() && INSTANCES.iter().any(|s| std::ptr::eq(s.load(Ordering::Acquire), p))
 }

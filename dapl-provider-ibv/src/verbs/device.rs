@@ -115,6 +115,9 @@ fn netdev_address(name: &str) -> Option<IpAddr> {
 
 /// The netdev carrying a verbs device port (RoCE/iWARP, or IPoIB).
 fn port_netdev(sys: &Path, dev: &str, port: u8) -> Option<String> {
+    if !sys.join(format!("class/infiniband/{dev}/ports/{port}")).exists() {
+        return None;
+    }
     let ndevs = sys.join(format!("class/infiniband/{dev}/ports/{port}/gid_attrs/ndevs/0"));
     if let Ok(name) = std::fs::read_to_string(ndevs) {
         let name = name.trim();
@@ -162,7 +165,12 @@ impl Device {
             Target::Address(ip, netdev) => (ip, netdev, None),
             Target::VerbsPort(dev, port) => {
                 let netdev = port_netdev(sys, &dev, port).ok_or_else(|| {
-                    unreachable(format!("{dev} port {port} has no network interface, so rdma_cm cannot address it"))
+                    let ports = std::fs::read_dir(sys.join(format!("class/infiniband/{dev}/ports")))
+                        .map(|d| d.filter_map(|e| e.ok()).map(|e| format!("{dev} port {}", e.file_name().to_string_lossy()))
+                            .collect::<Vec<_>>().join(", "))
+                        .unwrap_or_default();
+                    unreachable(format!(
+                        "{dev} port {port}: no such port or no network interface on it, so rdma_cm cannot address it (present: {ports})"))
                 })?;
                 let ip = netdev_address(&netdev)
                     .ok_or_else(|| unreachable(format!("{netdev} (of {dev} port {port}) has no IP address")))?;
