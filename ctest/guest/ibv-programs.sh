@@ -40,10 +40,10 @@ if want dtestcm; then
     run_pair dtestcm 300 "dtestcm $P -s -c 20" "dtestcm $P -h $GUEST_ADDR -c 20" "ALL 20 CONNECTED"
 fi
 if want dtestx; then
-    run_pair dtestx 180 "dtestx $P -s -b 4096" "dtestx $P -h $GUEST_ADDR -b 4096" "PASSED"
+    WAIT_FOR=cm:dtestx run_pair dtestx 180 "dtestx $P -s -b 4096" "dtestx $P -h $GUEST_ADDR -b 4096" "PASSED"
 fi
 if want dtestsrq; then
-    run_pair dtestsrq 180 "dtestsrq $P -s" "dtestsrq $P -h $GUEST_ADDR" "PASSED"
+    WAIT_FOR=cm:dtestsrq run_pair dtestsrq 180 "dtestsrq $P -s" "dtestsrq $P -h $GUEST_ADDR" "RC SRQ Test Complete"
 fi
 if want dapltest; then
     dapltest_run dapltest-T -T T -s "$GUEST_ADDR" -D ibv-rxe -i 20 -t 2 -w 2 -V \

@@ -48,10 +48,17 @@ DTEST_ARGS=${DTEST_ARGS:--b 65536 -B 10}
 # passes when both exit 0 and both outputs contain PATTERN.
 run_pair() {
     local name=$1 secs=$2 server=$3 client=$4 pattern=$5
-    timeout "$secs" sh -c "$server" >"$WORK/$name.server" 2>&1 &
+    # Line-buffered, so a program killed by the timeout still shows its output.
+    timeout "$secs" stdbuf -oL -eL sh -c "$server" >"$WORK/$name.server" 2>&1 &
     local spid=$!
-    wait_tcp_listen $spid "${DTEST_PORT:-15828}"
-    timeout "$secs" sh -c "$client" >"$WORK/$name.client" 2>&1
+    # WAIT_FOR=cm:COMM for servers that only listen through rdma_cm
+    # (dtestsrq, dtestx), else dtest's TCP parameter port.
+    local wait_for=${WAIT_FOR:-tcp:15828}
+    case "$wait_for" in
+        cm:*) wait_cm_listen $spid "${wait_for#cm:}" ;;
+        tcp:*) wait_tcp_listen $spid "${wait_for#tcp:}" ;;
+    esac
+    timeout "$secs" stdbuf -oL -eL sh -c "$client" >"$WORK/$name.client" 2>&1
     local crc=$?
     wait $spid
     local src=$?

@@ -16,6 +16,11 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 /// IB CM reject reason for "the peer's consumer said no".
 const REJ_CONSUMER_DEFINED: i32 = 28;
 
+/// DAPL's rdma_cm provider puts this 4-byte version word before the
+/// consumer's private data in a reject, and strips it from one it receives;
+/// we do the same so rejects carry the same bytes between the two.
+pub const REJECT_HEADER: [u8; 4] = [0x02, 0x00, 0x02, 0x00];
+
 fn timeout_ms(t: DAT_TIMEOUT) -> i32 {
     if t == DAT_TIMEOUT_INFINITE { 2000 } else { (t / 1000).clamp(100, 60_000) as i32 }
 }
@@ -194,6 +199,15 @@ fn finish_disconnect(ep: &Ep, h: DAT_EP_HANDLE) {
     let prev = ep.state.swap(DAT_EP_STATE_DISCONNECTED, Ordering::AcqRel);
     if prev != DAT_EP_STATE_DISCONNECTED {
         ep.post_conn_event(h, DAT_CONNECTION_EVENT_DISCONNECTED, &[]);
+        if ep.uses_srq() {
+            // DAPL tells an SRQ consumer that the EP's QP will take no more
+            // SRQ buffers with an async EP_BROKEN, which its providers raise on
+            // the verbs "last WQE reached" event. Soft-RoCE never raises that
+            // event (so the reference provider hangs in dtestsrq there); once
+            // the QP is in the error state nothing more can land, so we say
+            // so at that point on every device.
+            post_async(ep.ia.async_evd(), DAT_ASYNC_ERROR_EP_BROKEN, h);
+        }
     }
 }
 
@@ -214,6 +228,7 @@ fn event_pdata(ev: &ibv::rdma_cm_event) -> Vec<u8> {
 /// once the event is acked.
 pub fn handle_event(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
     let id = ev.id;
+    log::debug!("rdma_cm event {} status {} on id {id:p}", ev.event, ev.status);
     if ev.event == ibv::RDMA_CM_EVENT_CONNECT_REQUEST {
         return connect_request(ev);
     }
@@ -242,14 +257,7 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
     let ep = ep::get(h).ok()?;
     let id = ev.id;
     let ms = ep.timeout_ms.load(Ordering::Acquire) as i32;
-    let fail = |number: DAT_EVENT_NUMBER| {
-        ep.with_qp(|q| q.to_error());
-        ep.state.store(DAT_EP_STATE_DISCONNECTED, Ordering::Release);
-        ep.post_conn_event(h, number, &event_pdata(ev));
-        // The id is spent; it is destroyed after this event's ack.
-        let spent = ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        (!spent.is_null()).then_some(spent)
-    };
+    let fail = |number: DAT_EVENT_NUMBER| fail_with(ep, h, number, &event_pdata(ev));
     match ev.event {
         ibv::RDMA_CM_EVENT_ADDR_RESOLVED => {
             // SAFETY: live id with a resolved address.
@@ -269,6 +277,7 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
             param.initiator_depth = init.max(1);
             param.retry_count = 7;
             param.rnr_retry_count = 7;
+            param.srq = ep.uses_srq() as u8;
             param.qp_num = ep.qp_num()?;
             // SAFETY: live id with a route; pdata outlives the call.
             if unsafe { ibv::rdma_connect(id, &mut param) } != 0 {
@@ -291,11 +300,13 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
             }
             // SAFETY: live id after a connect response.
             unsafe { ibv::rdma_establish(id) };
+            ep.record_local_port(id);
             ep.state.store(DAT_EP_STATE_CONNECTED, Ordering::Release);
             ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, &event_pdata(ev));
             None
         }
         ibv::RDMA_CM_EVENT_ESTABLISHED => {
+            ep.record_local_port(id);
             if ep.state.swap(DAT_EP_STATE_CONNECTED, Ordering::AcqRel) != DAT_EP_STATE_CONNECTED {
                 ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, &event_pdata(ev));
             }
@@ -306,7 +317,10 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
             fail(if passive {
                 DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
             } else if ev.status == REJ_CONSUMER_DEFINED {
-                DAT_CONNECTION_EVENT_PEER_REJECTED
+                // The consumer's data follows DAPL's reject header.
+                let pdata = event_pdata(ev);
+                let body = pdata.strip_prefix(&REJECT_HEADER[..]).unwrap_or(&pdata).to_vec();
+                return fail_with(ep, h, DAT_CONNECTION_EVENT_PEER_REJECTED, &body);
             } else {
                 DAT_CONNECTION_EVENT_NON_PEER_REJECTED
             })
@@ -330,6 +344,16 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
     }
 }
 
+/// Ends a connection attempt with `number`; the spent id is handed back to
+/// be destroyed after the event's ack.
+fn fail_with(ep: &Ep, h: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) -> Option<*mut ibv::rdma_cm_id> {
+    ep.with_qp(|q| q.to_error());
+    ep.state.store(DAT_EP_STATE_DISCONNECTED, Ordering::Release);
+    ep.post_conn_event(h, number, pdata);
+    let spent = ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    (!spent.is_null()).then_some(spent)
+}
+
 fn post_async(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE) {
     if let Ok(evd) = handle::get::<Evd>(evd_h) {
         let mut e = evd::new_event(number);
@@ -344,6 +368,7 @@ fn connect_request(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
     // SAFETY: listening ids carry their PSP/RSP handle as context.
     let sp = unsafe { (*ev.listen_id).context } as DAT_HANDLE;
     let refuse = || {
+        log::debug!("connection request on {sp:p} refused");
         // SAFETY: a request id we will not use.
         unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
         Some(id)

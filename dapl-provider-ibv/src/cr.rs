@@ -122,6 +122,7 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
         param.responder_resources = resp.max(1);
         param.initiator_depth = init.max(1);
         param.rnr_retry_count = 7;
+        param.srq = ep.uses_srq() as u8;
         param.qp_num = qp_num;
         *ep.remote.lock().unwrap_or_else(|e| e.into_inner()) = *cr.remote;
         ep.remote_port.store(cr.remote_port as u32, Ordering::Release);
@@ -152,7 +153,8 @@ pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_P
             Ok(c) => c,
             Err(e) => return e,
         };
-        if psize < 0 || psize as usize > 148 {
+        // rdma_cm carries 148 bytes in a reject; DAPL's header takes 4.
+        if psize < 0 || psize as usize > 148 - crate::connection::REJECT_HEADER.len() {
             return invalid_arg(DAT_INVALID_ARG2);
         }
         if psize > 0 && pdata.is_null() {
@@ -160,8 +162,13 @@ pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_P
         }
         let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
         if !id.is_null() {
-            // SAFETY: a pending request id; the private data is the consumer's, copied by librdmacm.
-            unsafe { ibv::rdma_reject(id, pdata, psize as u8) };
+            let mut wire = crate::connection::REJECT_HEADER.to_vec();
+            if psize > 0 {
+                // SAFETY: the consumer gave psize bytes at pdata.
+                wire.extend_from_slice(unsafe { std::slice::from_raw_parts(pdata as *const u8, psize as usize) });
+            }
+            // SAFETY: a pending request id; librdmacm copies the data.
+            unsafe { ibv::rdma_reject(id, wire.as_ptr() as *const libc::c_void, wire.len() as u8) };
             cm::destroy_id(id);
         }
         cr.ia.disown(h);

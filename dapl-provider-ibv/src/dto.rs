@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `op` for a memory-window bind, which completes as an RMR event.
 pub const OP_RMR_BIND: u32 = 0x100;
+/// `op` for a receive posted to an SRQ: the EP is found from the QP number.
+pub const OP_SRQ_RECV: u32 = 0x200;
 
 #[derive(Default)]
 pub struct DtoSlot {
@@ -77,6 +79,10 @@ impl Ring {
         self.next.fetch_sub(1, Ordering::Relaxed);
     }
 
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     pub fn posted(&self) -> usize {
         self.next.load(Ordering::Acquire)
     }
@@ -131,14 +137,19 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
         };
         return true;
     }
-    let len = if slot.op == DAT_DTO_RECEIVE { wc.byte_len as u64 } else { slot.len };
+    let (owner, op) = if slot.op == OP_SRQ_RECV {
+        (crate::srq::ep_of_qp(wc.qp_num), DAT_DTO_RECEIVE)
+    } else {
+        (slot.owner, slot.op)
+    };
+    let len = if op == DAT_DTO_RECEIVE { wc.byte_len as u64 } else { slot.len };
     ev.event_number = DAT_DTO_COMPLETION_EVENT;
     ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
-        ep_handle: slot.owner as DAT_EP_HANDLE,
+        ep_handle: owner as DAT_EP_HANDLE,
         user_cookie: DAT_DTO_COOKIE { as_64: slot.cookie },
         status,
         transfered_length: len as DAT_SEG_LENGTH,
-        operation: slot.op,
+        operation: op,
         rmr_context: slot.rmr_context,
     };
     true

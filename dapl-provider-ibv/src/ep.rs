@@ -44,6 +44,7 @@ pub struct Ep {
     pub cm_id: AtomicPtr<ibv::rdma_cm_id>,
     pub remote: Mutex<libc::sockaddr_storage>,
     pub remote_port: AtomicU32,
+    local_port: AtomicU32,
     /// Private data to send with rdma_connect once the route is resolved.
     pub connect_pdata: Mutex<Vec<u8>>,
     /// The peer's private data from the last connection event; the event
@@ -130,7 +131,11 @@ impl Ep {
             send_sge: attr.max_request_iov.max(attr.max_rdma_write_iov).max(attr.max_rdma_read_iov).max(1) as u32,
             recv_sge: attr.max_recv_iov.max(1) as u32,
         };
-        let srq = if self.srq == 0 { std::ptr::null_mut() } else { std::ptr::null_mut() };
+        let srq = if self.srq == 0 {
+            std::ptr::null_mut()
+        } else {
+            crate::srq::get(self.srq as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_SRQ))?.srq.0
+        };
         let qp = Qp::create(pz.pd.0, send_cq, recv_cq, srq, &caps).map_err(|e| {
             log::warn!("ibv_create_qp: {e}");
             no_resources(DAT_RESOURCE_TEP)
@@ -148,10 +153,24 @@ impl Ep {
         self.send_ring_ptr.store(sr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
         self.recv_ring_ptr.store(rr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
         self.qp_ptr.store(qp.0, Ordering::Release);
+        if self.srq != 0 {
+            crate::srq::map_qp(qp.num(), h as usize);
+        }
         *self.qp.lock().unwrap_or_else(|e| e.into_inner()) = Some(qp);
         self.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
         log::debug!("EP {h:p} configured");
         Ok(())
+    }
+
+    /// Notes the port of the connection's local end, for dat_ep_query.
+    pub fn record_local_port(&self, id: *mut ibv::rdma_cm_id) {
+        // SAFETY: a live, connected cm id.
+        let port = u16::from_be(unsafe { ibv::rdma_get_src_port(id) });
+        self.local_port.store(port as u32, Ordering::Release);
+    }
+
+    pub fn uses_srq(&self) -> bool {
+        self.srq != 0
     }
 
     pub fn qp_num(&self) -> Option<u32> {
@@ -219,6 +238,14 @@ pub fn create_ep(
     let recv = opt_evd(recv_h, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?;
     let req = opt_evd(req_h, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?;
     let conn = opt_evd(conn_h, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN)?;
+    let srq = if srq_h.is_null() {
+        None
+    } else {
+        match crate::srq::get(srq_h) {
+            Ok(s) if std::ptr::eq(s.ia, ia) => Some(s),
+            _ => return Err(invalid_handle(DAT_INVALID_HANDLE_SRQ)),
+        }
+    };
     // SAFETY: null-checked consumer attributes, copied.
     let attr = match unsafe { attr.as_ref() } {
         Some(a) => {
@@ -247,6 +274,7 @@ pub fn create_ep(
         // SAFETY: all-zero sockaddr_storage is valid (AF_UNSPEC).
         remote: Mutex::new(unsafe { std::mem::zeroed() }),
         remote_port: AtomicU32::new(0),
+        local_port: AtomicU32::new(0),
         connect_pdata: Mutex::new(Vec::new()),
         peer_pdata: Mutex::new(Vec::new()),
         timeout_ms: AtomicU32::new(0),
@@ -261,6 +289,9 @@ pub fn create_ep(
     }
     if let Some(pz) = pz {
         pz.users.fetch_add(1, Ordering::AcqRel);
+    }
+    if let Some(s) = srq {
+        s.users.fetch_add(1, Ordering::AcqRel);
     }
     ia.adopt(h, RANK, destroy);
     Ok(h)
@@ -295,6 +326,12 @@ pub fn destroy(h: DAT_HANDLE) {
     ep.ia.disown(h);
     let users: Vec<usize> = [&ep.recv_evd, &ep.req_evd, &ep.conn_evd].iter().map(|a| a.load(Ordering::Acquire)).collect();
     let pz = ep.pz.load(Ordering::Acquire);
+    let srq = ep.srq;
+    if srq != 0 {
+        if let Some(n) = ep.qp_num() {
+            crate::srq::unmap_qp(n);
+        }
+    }
     let id = ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
     ep.qp_ptr.store(std::ptr::null_mut(), Ordering::Release);
     if !id.is_null() {
@@ -310,6 +347,9 @@ pub fn destroy(h: DAT_HANDLE) {
         }
         if let Ok(pz) = handle::get::<Pz>(pz as DAT_HANDLE) {
             pz.users.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Ok(s) = crate::srq::get(srq as DAT_HANDLE) {
+            s.users.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -335,7 +375,7 @@ pub unsafe extern "C" fn query(h: DAT_EP_HANDLE, _mask: DAT_EP_PARAM_MASK, out: 
         p.ia_handle = ep.ia_handle as DAT_IA_HANDLE;
         p.ep_state = ep.state.load(Ordering::Acquire);
         p.local_ia_address_ptr = ep.ia.device.ia_address();
-        p.local_port_qual = 0;
+        p.local_port_qual = ep.local_port.load(Ordering::Acquire) as DAT_PORT_QUAL;
         p.remote_ia_address_ptr = &*ep.remote.lock().unwrap_or_else(|e| e.into_inner()) as *const _ as DAT_IA_ADDRESS_PTR;
         p.remote_port_qual = ep.remote_port.load(Ordering::Acquire) as DAT_PORT_QUAL;
         p.pz_handle = ep.pz.load(Ordering::Acquire) as DAT_PZ_HANDLE;
@@ -419,7 +459,7 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
 
 /// Builds the SGE list for a post; false if a count or triplet is bad.
 #[inline]
-fn sges(n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, out: &mut [ibv::ibv_sge; MAX_IOV]) -> Option<(usize, u64)> {
+pub fn sges(n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, out: &mut [ibv::ibv_sge; MAX_IOV]) -> Option<(usize, u64)> {
     if n < 0 || n as usize > MAX_IOV || (n > 0 && iov.is_null()) {
         return None;
     }
@@ -557,6 +597,10 @@ pub unsafe extern "C" fn post_recv(
             Ok(e) => e,
             Err(e) => return e,
         };
+        if ep.srq != 0 {
+            // Receives for this EP go to its SRQ.
+            return invalid_state(DAT_INVALID_STATE_SRQ_IN_USE);
+        }
         let qp = ep.qp_ptr.load(Ordering::Acquire);
         let ring = ep.recv_ring_ptr.load(Ordering::Acquire);
         if qp.is_null() || ring.is_null() {
@@ -664,6 +708,53 @@ pub unsafe extern "C" fn recv_query(h: DAT_EP_HANDLE, nbufs: *mut DAT_COUNT, buf
                 *b = DAT_VALUE_UNKNOWN as DAT_COUNT;
             }
         }
+        DAT_SUCCESS
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn create_with_srq(
+    ia_h: DAT_IA_HANDLE,
+    pz_h: DAT_PZ_HANDLE,
+    recv_h: DAT_EVD_HANDLE,
+    req_h: DAT_EVD_HANDLE,
+    conn_h: DAT_EVD_HANDLE,
+    srq_h: DAT_SRQ_HANDLE,
+    attr: *const DAT_EP_ATTR,
+    out: *mut DAT_EP_HANDLE,
+) -> DAT_RETURN {
+    guard("dat_ep_create_with_srq", || {
+        if srq_h.is_null() {
+            return invalid_handle(DAT_INVALID_HANDLE_SRQ);
+        }
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG8);
+        }
+        match create_ep(ia_h, pz_h, recv_h, req_h, conn_h, srq_h, attr) {
+            Ok(h) => {
+                // SAFETY: checked non-null.
+                unsafe { *out = h };
+                DAT_SUCCESS
+            }
+            Err(e) => e,
+        }
+    })
+}
+
+pub unsafe extern "C" fn set_watermark(h: DAT_EP_HANDLE, soft: DAT_COUNT, hard: DAT_COUNT) -> DAT_RETURN {
+    guard("dat_ep_set_watermark", || {
+        let ep = match get(h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        if ep.srq == 0 {
+            // Watermarks only mean something for an EP on an SRQ.
+            return invalid_state(DAT_INVALID_STATE_EP_RECV_WATERMARK);
+        }
+        if soft < 0 || hard < 0 {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        ep.attr.lock().unwrap_or_else(|e| e.into_inner()).srq_soft_hw = soft;
         DAT_SUCCESS
     })
 }

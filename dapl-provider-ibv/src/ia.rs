@@ -248,7 +248,7 @@ fn fill_provider_attr(ia: &Ia, a: &mut DAT_PROVIDER_ATTR) {
     a.ep_creator = DAT_PSP_CREATES_EP_NEVER;
     a.pz_support = DAT_PZ_UNIQUE;
     a.optimal_buffer_alignment = 64;
-    a.srq_supported = DAT_FALSE as _;
+    a.srq_supported = DAT_TRUE as _;
     a.lmr_sync_req = DAT_FALSE as _;
     a.dto_async_return_guaranteed = DAT_FALSE as _;
     a.rdma_write_for_rdma_read_req = DAT_FALSE as _;

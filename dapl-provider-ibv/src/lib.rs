@@ -19,6 +19,7 @@ mod lmr;
 mod psp;
 mod pz;
 mod rsp;
+mod srq;
 mod table;
 mod verbs;
 mod wake;

@@ -28,10 +28,12 @@ impl Object for Psp {
     const INVALID: u32 = DAT_INVALID_HANDLE_PSP;
 }
 
-/// The rdma_cm port for a connection qualifier: its low 16 bits, which is
-/// what DAPL's rdma_cm provider listens on too.
+/// The rdma_cm port for a connection qualifier, mapped as DAPL's rdma_cm
+/// provider maps it, so the two listen and connect on the same port: a
+/// qualifier that fits in 16 bits is the port; a larger one is folded into
+/// the range 33534..=65534.
 pub fn port_of(qual: DAT_CONN_QUAL) -> u16 {
-    (qual & 0xffff) as u16
+    if qual > 0xffff { ((qual % 32001) + 33534) as u16 } else { qual as u16 }
 }
 
 /// An rdma_cm id bound to the IA address on `port` (0: any) and listening,
@@ -71,6 +73,7 @@ fn create_psp(ia_h: DAT_IA_HANDLE, qual: Option<DAT_CONN_QUAL>, evd_h: DAT_EVD_H
         return Err(invalid_arg(DAT_INVALID_ARG4));
     }
     let (id, port) = listen(ia, qual.map_or(0, port_of), 0)?;
+    log::debug!("PSP listening on port {port} for conn_qual {qual:?}");
     let conn_qual = qual.unwrap_or(port as DAT_CONN_QUAL);
     let h = POOL.insert(Psp { ia, ia_handle: ia_h as usize, conn_qual, evd: evd_h as usize, flags, id: AtomicPtr::new(id) }, ia.table());
     // SAFETY: the id is ours; events on it now name this PSP.

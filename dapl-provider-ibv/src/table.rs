@@ -6,7 +6,7 @@
 //! makes the registry answer DAT_NOT_IMPLEMENTED, which is what README's
 //! coverage table lists for it.
 
-use crate::{cno, connection, cr, ep, evd, generic, ia, lmr, psp, pz, rsp};
+use crate::{cno, connection, cr, ep, evd, generic, ia, lmr, psp, pz, rsp, srq};
 use crate::verbs::device::cstring;
 use dat_abi::*;
 use std::ffi::CStr;
@@ -61,6 +61,14 @@ static TEMPLATE: Table = Table(DAT_PROVIDER {
     ep_free_func: Some(ep::free),
     ep_reset_func: Some(ep::reset),
     ep_recv_query_func: Some(ep::recv_query),
+    ep_create_with_srq_func: Some(ep::create_with_srq),
+    ep_set_watermark_func: Some(ep::set_watermark),
+    srq_create_func: Some(srq::create),
+    srq_free_func: Some(srq::free),
+    srq_post_recv_func: Some(srq::post_recv),
+    srq_query_func: Some(srq::query),
+    srq_resize_func: Some(srq::resize),
+    srq_set_lw_func: Some(srq::set_lw),
     psp_create_func: Some(psp::create),
     psp_create_any_func: Some(psp::create_any),
     psp_query_func: Some(psp::query),

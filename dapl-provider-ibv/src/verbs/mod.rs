@@ -7,3 +7,4 @@ pub mod device;
 pub mod mr;
 pub mod pd;
 pub mod qp;
+pub mod srq;

@@ -1,0 +1,233 @@
+//! Shared receive queues: one pool of receive buffers for many EPs.
+//!
+//! A receive completed from an SRQ does not say which EP it arrived on until
+//! the completion is read, so those completions find their EP by QP number.
+
+use crate::dto::Ring;
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::pz::Pz;
+use crate::verbs::srq::VSrq;
+use dat_abi::status::{guard, invalid_arg, invalid_handle, invalid_state, no_resources};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub struct Srq {
+    pub ia: &'static Ia,
+    ia_handle: usize,
+    pz: &'static Pz,
+    pz_handle: usize,
+    pub srq: VSrq,
+    ring: Ring,
+    attr: Mutex<DAT_SRQ_ATTR>,
+    /// EPs using this SRQ; it cannot be freed while any do.
+    pub users: AtomicUsize,
+}
+
+pub const RANK: u8 = 4;
+
+static POOL: Pool<Srq> = Pool::new();
+
+impl Object for Srq {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_SRQ;
+    const INVALID: u32 = DAT_INVALID_HANDLE_SRQ;
+}
+
+/// QP number -> EP handle, for EPs on an SRQ.
+static QP_EPS: Mutex<Option<HashMap<u32, usize>>> = Mutex::new(None);
+
+pub fn map_qp(qp_num: u32, ep: usize) {
+    QP_EPS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(qp_num, ep);
+}
+
+pub fn unmap_qp(qp_num: u32) {
+    if let Some(m) = QP_EPS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        m.remove(&qp_num);
+    }
+}
+
+pub fn ep_of_qp(qp_num: u32) -> usize {
+    QP_EPS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&qp_num).copied()).unwrap_or(0)
+}
+
+pub fn get(h: DAT_SRQ_HANDLE) -> Result<&'static Srq, DAT_RETURN> {
+    handle::get::<Srq>(h)
+}
+
+pub unsafe extern "C" fn create(
+    ia_h: DAT_IA_HANDLE,
+    pz_h: DAT_PZ_HANDLE,
+    attr: *mut DAT_SRQ_ATTR,
+    out: *mut DAT_SRQ_HANDLE,
+) -> DAT_RETURN {
+    guard("dat_srq_create", || {
+        let ia = match handle::get::<Ia>(ia_h) {
+            Ok(ia) => ia,
+            Err(e) => return e,
+        };
+        let pz = match handle::get::<Pz>(pz_h) {
+            Ok(p) if std::ptr::eq(p.ia, ia) => p,
+            _ => return invalid_handle(DAT_INVALID_HANDLE_PZ),
+        };
+        // SAFETY: null-checked consumer attributes, copied.
+        let Some(a) = (unsafe { attr.as_ref() }).copied() else { return invalid_arg(DAT_INVALID_ARG3) };
+        let d = &ia.device.dev_attr;
+        if a.max_recv_dtos <= 0 || a.max_recv_dtos > d.max_srq_wr || a.max_recv_iov <= 0
+            || a.max_recv_iov > d.max_srq_sge.min(crate::ep::MAX_IOV as i32) || a.low_watermark < 0
+            || a.low_watermark > a.max_recv_dtos
+        {
+            return invalid_arg(DAT_INVALID_ARG3);
+        }
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG4);
+        }
+        let srq = match VSrq::create(pz.pd.0, a.max_recv_dtos as u32, a.max_recv_iov as u32, a.low_watermark as u32) {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("ibv_create_srq: {e}");
+                return no_resources(DAT_RESOURCE_SRQ);
+            }
+        };
+        pz.users.fetch_add(1, Ordering::AcqRel);
+        let h = POOL.insert(Srq {
+            ia,
+            ia_handle: ia_h as usize,
+            pz,
+            pz_handle: pz_h as usize,
+            srq,
+            ring: Ring::new(a.max_recv_dtos as u32),
+            attr: Mutex::new(a),
+            users: AtomicUsize::new(0),
+        }, ia.table());
+        ia.adopt(h, RANK, destroy);
+        // SAFETY: checked non-null.
+        unsafe { *out = h };
+        DAT_SUCCESS
+    })
+}
+
+fn destroy(h: DAT_HANDLE) {
+    let Ok(s) = get(h) else { return };
+    s.ia.disown(h);
+    let pz = s.pz;
+    if POOL.remove(h) {
+        pz.users.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pub unsafe extern "C" fn free(h: DAT_SRQ_HANDLE) -> DAT_RETURN {
+    guard("dat_srq_free", || {
+        let s = match get(h) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if s.users.load(Ordering::Acquire) != 0 {
+            return invalid_state(DAT_INVALID_STATE_SRQ_IN_USE);
+        }
+        destroy(h);
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn post_recv(
+    h: DAT_SRQ_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+) -> DAT_RETURN {
+    guard("dat_srq_post_recv", || {
+        let s = match get(h) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        // SAFETY: all-zero SGEs; sges() fills the first n.
+        let mut list: [ibv::ibv_sge; crate::ep::MAX_IOV] = unsafe { std::mem::zeroed() };
+        let Some((count, len)) = crate::ep::sges(n, iov, &mut list) else { return invalid_arg(DAT_INVALID_ARG2) };
+        // SAFETY: plain 8-byte union.
+        let wr_id = s.ring.claim(h as usize, unsafe { cookie.as_64 }, len, crate::dto::OP_SRQ_RECV, 0);
+        let mut wr = ibv::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: list.as_mut_ptr(), num_sge: count as i32 };
+        let mut bad: *mut ibv::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: live SRQ; wr and SGEs live for the call.
+        let rc = unsafe { ibv::ibv_post_srq_recv(s.srq.0, &mut wr, &mut bad) };
+        if rc != 0 {
+            s.ring.unclaim();
+            return if rc == libc::ENOMEM { no_resources(DAT_RESOURCE_SRQ) } else { invalid_arg(DAT_INVALID_ARG2) };
+        }
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn query(h: DAT_SRQ_HANDLE, _mask: DAT_SRQ_PARAM_MASK, out: *mut DAT_SRQ_PARAM) -> DAT_RETURN {
+    guard("dat_srq_query", || {
+        let s = match get(h) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        let a = *s.attr.lock().unwrap_or_else(|e| e.into_inner());
+        let outstanding = s.ring.posted().saturating_sub(s.ring.done.load(Ordering::Acquire)) as DAT_COUNT;
+        p.ia_handle = s.ia_handle as DAT_IA_HANDLE;
+        p.srq_state = DAT_SRQ_STATE_OPERATIONAL;
+        p.pz_handle = s.pz_handle as DAT_PZ_HANDLE;
+        p.max_recv_dtos = a.max_recv_dtos;
+        p.max_recv_iov = a.max_recv_iov;
+        p.low_watermark = a.low_watermark;
+        p.available_dto_count = outstanding;
+        p.outstanding_dto_count = outstanding;
+        DAT_SUCCESS
+    })
+}
+
+pub unsafe extern "C" fn resize(h: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
+    guard("dat_srq_resize", || {
+        let s = match get(h) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if qlen <= 0 || qlen > s.ia.device.dev_attr.max_srq_wr {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        // The slot ring is sized at creation; growing past it would let a
+        // post overwrite a slot still in flight.
+        if qlen as usize * 2 > s.ring.capacity() {
+            return no_resources(DAT_RESOURCE_SRQ);
+        }
+        match s.srq.resize(qlen as u32) {
+            Ok(()) => {
+                s.attr.lock().unwrap_or_else(|e| e.into_inner()).max_recv_dtos = qlen;
+                DAT_SUCCESS
+            }
+            Err(e) => {
+                log::warn!("ibv_modify_srq(max_wr={qlen}): {e}");
+                invalid_state(DAT_INVALID_STATE_SRQ_IN_USE)
+            }
+        }
+    })
+}
+
+pub unsafe extern "C" fn set_lw(h: DAT_SRQ_HANDLE, lw: DAT_COUNT) -> DAT_RETURN {
+    guard("dat_srq_set_lw", || {
+        let s = match get(h) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let max = s.attr.lock().unwrap_or_else(|e| e.into_inner()).max_recv_dtos;
+        if lw < 0 || lw > max {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        match s.srq.set_limit(lw as u32) {
+            Ok(()) => {
+                s.attr.lock().unwrap_or_else(|e| e.into_inner()).low_watermark = lw;
+                DAT_SUCCESS
+            }
+            Err(e) => {
+                log::warn!("ibv_modify_srq(limit={lw}): {e}");
+                invalid_arg(DAT_INVALID_ARG2)
+            }
+        }
+    })
+}
