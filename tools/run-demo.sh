@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job (README): on a fresh machine, installs what is missing, builds,
 # boots the Soft-RoCE guest and runs a DAT program — the reference dtest,
-# server and client — through our libdat2.so.2 over rxe0, showing its output.
+# server and client — through our libdat2.so.2 and our provider libdaplibv.so.2
+# over rxe0, showing its output.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -1,9 +1,11 @@
 #!/bin/sh
-# In the guest: dtest server and client over rxe0, through our libdat2.so.2.
+# In the guest: dtest server and client over rxe0, through our libdat2.so.2
+# and our provider libdaplibv.so.2.
 set -u
 . "$(dirname "$0")/lib.sh"
 LIBDIR=$(realpath "${LIBDAT2_DIR:-target/release}")
-PROVIDER_LIB=${DEMO_PROVIDER_LIB:-libdaplofa.so.2}
+# Our provider by default; DEMO_PROVIDER_LIB=libdaplofa.so.2 runs DAPL's instead.
+PROVIDER_LIB=${DEMO_PROVIDER_LIB:-libdaplibv.so.2}
 conf=$WORK/dat.conf
 write_conf "$conf" demo-rxe "$PROVIDER_LIB" "dum0 0"
 export DAT_OVERRIDE=$conf LD_LIBRARY_PATH=$LIBDIR

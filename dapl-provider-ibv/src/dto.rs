@@ -154,3 +154,51 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
     };
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wc(wr_id: u64, status: u32, byte_len: u32) -> ibv::ibv_wc {
+        // SAFETY: plain C data.
+        let mut w: ibv::ibv_wc = unsafe { std::mem::zeroed() };
+        w.wr_id = wr_id;
+        w.status = status;
+        w.byte_len = byte_len;
+        w
+    }
+
+    #[test]
+    fn completions_become_events() {
+        let ring = Ring::new(4);
+        assert_eq!(ring.capacity(), 8);
+        let send = ring.claim(0x1000, 42, 300, DAT_DTO_SEND, 0);
+        let recv = ring.claim(0x1000, 43, 4096, DAT_DTO_RECEIVE, 0);
+        // SAFETY: DAT_EVENT is plain C data.
+        let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
+        assert!(event_from_wc(&wc(send, ibv::IBV_WC_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        // SAFETY: the event number says which member is filled.
+        let d = unsafe { ev.event_data.dto_completion_event_data };
+        assert_eq!(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+        assert_eq!((d.ep_handle as usize, unsafe { d.user_cookie.as_64 }, d.transfered_length), (0x1000, 42, 300));
+        assert_eq!((d.status, d.operation), (DAT_DTO_SUCCESS, DAT_DTO_SEND));
+        // A receive reports the bytes that arrived, not the buffer size.
+        assert!(event_from_wc(&wc(recv, ibv::IBV_WC_WR_FLUSH_ERR, 17), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        // SAFETY: as above.
+        let d = unsafe { ev.event_data.dto_completion_event_data };
+        assert_eq!((d.transfered_length, d.status, d.operation), (17, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE));
+        assert_eq!(ring.done.load(Ordering::Acquire), 2);
+        // Once the owner is gone, a late completion is dropped.
+        let late = ring.claim(0x1000, 44, 1, DAT_DTO_SEND, 0);
+        drop(ring);
+        assert!(!event_from_wc(&wc(late, ibv::IBV_WC_WR_FLUSH_ERR, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+    }
+
+    #[test]
+    fn verbs_status_to_dat_status() {
+        assert_eq!(status_of(ibv::IBV_WC_REM_ACCESS_ERR), DAT_DTO_ERR_REMOTE_ACCESS);
+        assert_eq!(status_of(ibv::IBV_WC_LOC_LEN_ERR), DAT_DTO_ERR_LOCAL_LENGTH);
+        assert_eq!(status_of(ibv::IBV_WC_RNR_RETRY_EXC_ERR), DAT_DTO_ERR_RECEIVER_NOT_READY);
+        assert_eq!(status_of(ibv::IBV_WC_RETRY_EXC_ERR), DAT_DTO_ERR_TRANSPORT);
+    }
+}

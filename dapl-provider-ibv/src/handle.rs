@@ -131,3 +131,54 @@ pub fn set_context(h: DAT_HANDLE, context: DAT_CONTEXT) -> bool {
 pub fn context(h: DAT_HANDLE) -> Option<DAT_CONTEXT> {
     header(h).map(|hdr| DAT_CONTEXT { as_64: hdr.context.load(Ordering::Acquire) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Thing(u32);
+    static THINGS: Pool<Thing> = Pool::new();
+    impl Object for Thing {
+        const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_PZ;
+        const INVALID: u32 = DAT_INVALID_HANDLE_PZ;
+    }
+
+    struct Other;
+    impl Object for Other {
+        const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_LMR;
+        const INVALID: u32 = DAT_INVALID_HANDLE_LMR;
+    }
+
+    #[test]
+    fn live_stale_and_wrong_type_handles() {
+        let table = table::for_instance("handle-test").unwrap();
+        let h = THINGS.insert(Thing(7), table);
+        // SAFETY: reading the first word of our own slot, as a consumer's macro would.
+        assert_eq!(unsafe { *(h as *const *mut DAT_PROVIDER) }, table);
+        assert_eq!(get::<Thing>(h).map(|t| t.0), Ok(7));
+        assert_eq!(kind_of(h), Some(DAT_HANDLE_TYPE_PZ));
+        assert_eq!(get::<Other>(h).err(), Some(invalid_handle(DAT_INVALID_HANDLE_LMR)));
+        assert!(set_context(h, DAT_CONTEXT { as_64: 99 }));
+        // SAFETY: reading back the plain 8-byte union we stored.
+        assert_eq!(unsafe { context(h).unwrap().as_64 }, 99);
+        assert!(THINGS.remove(h));
+        assert!(!THINGS.remove(h), "a second free is refused");
+        assert_eq!(get::<Thing>(h).err(), Some(invalid_handle(DAT_INVALID_HANDLE_PZ)));
+        assert_eq!(kind_of(h), None);
+        // The slot comes back for the next Thing, with its context cleared.
+        let h2 = THINGS.insert(Thing(8), table);
+        assert_eq!(h2, h);
+        // SAFETY: as above.
+        assert_eq!(unsafe { context(h2).unwrap().as_64 }, 0);
+        assert!(THINGS.remove(h2));
+    }
+
+    #[test]
+    fn foreign_null_and_misaligned_handles() {
+        assert_eq!(get::<Thing>(std::ptr::null_mut()).err(), Some(invalid_handle(DAT_INVALID_HANDLE_PZ)));
+        let foreign: [usize; 4] = [0x1234_5678, MAGIC as usize | 6, 0, 0];
+        assert!(get::<Thing>(foreign.as_ptr() as DAT_HANDLE).is_err());
+        let misaligned = (foreign.as_ptr() as usize + 1) as DAT_HANDLE;
+        assert!(get::<Thing>(misaligned).is_err());
+    }
+}

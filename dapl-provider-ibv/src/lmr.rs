@@ -210,3 +210,23 @@ pub unsafe extern "C" fn sync_rdma_read(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_T
 pub unsafe extern "C" fn sync_rdma_write(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
     guard("dat_lmr_sync_rdma_write", || sync(ia, iov, n))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn privileges_to_access_flags() {
+        assert_eq!(access_flags(DAT_MEM_PRIV_LOCAL_READ_FLAG), 0);
+        assert_eq!(access_flags(DAT_MEM_PRIV_LOCAL_WRITE_FLAG), ibv::IBV_ACCESS_LOCAL_WRITE);
+        assert_eq!(
+            access_flags(DAT_MEM_PRIV_REMOTE_WRITE_FLAG),
+            ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE
+        );
+        assert_eq!(access_flags(DAT_MEM_PRIV_REMOTE_READ_FLAG), ibv::IBV_ACCESS_REMOTE_READ);
+        assert_eq!(
+            access_flags(DAT_MEM_PRIV_ALL_FLAG),
+            ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ
+        );
+    }
+}

@@ -171,3 +171,17 @@ pub unsafe extern "C" fn query(h: DAT_PSP_HANDLE, _mask: DAT_PSP_PARAM_MASK, out
         DAT_SUCCESS
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::port_of;
+
+    #[test]
+    fn qualifiers_map_to_ports_like_dapl() {
+        assert_eq!(port_of(45248), 45248);
+        assert_eq!(port_of(0xffff), 0xffff);
+        assert_eq!(port_of(0x12345), ((0x12345u64 % 32001) + 33534) as u16);
+        assert_eq!(port_of(0x12345), 44097);
+        assert!(port_of(u64::MAX) >= 33534);
+    }
+}
