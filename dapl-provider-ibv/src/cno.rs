@@ -9,7 +9,6 @@ use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 pub struct Cno {
     ia: &'static Ia,
@@ -150,7 +149,7 @@ fn ready_evd(c: &Cno) -> Option<usize> {
 }
 
 fn wait_for(c: &Cno, timeout: DAT_TIMEOUT, out: &mut DAT_EVD_HANDLE) -> DAT_RETURN {
-    let deadline = (timeout != DAT_TIMEOUT_INFINITE).then(|| Instant::now() + Duration::from_micros(timeout as u64));
+    let deadline = wake::Deadline::new(timeout);
     loop {
         if let Some(e) = ready_evd(c) {
             *out = e as DAT_EVD_HANDLE;
@@ -169,16 +168,7 @@ fn wait_for(c: &Cno, timeout: DAT_TIMEOUT, out: &mut DAT_EVD_HANDLE) -> DAT_RETU
             *out = e as DAT_EVD_HANDLE;
             return DAT_SUCCESS;
         }
-        let left = match deadline {
-            None => None,
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    return error(DAT_TIMEOUT_EXPIRED, 0);
-                }
-                Some((d - now).as_micros() as u64)
-            }
-        };
+        let Ok(left) = deadline.remaining() else { return error(DAT_TIMEOUT_EXPIRED, 0) };
         wake::sleep_on(&fds, left);
     }
 }

@@ -25,8 +25,8 @@ fn timeout_ms(t: DAT_TIMEOUT) -> i32 {
     if t == DAT_TIMEOUT_INFINITE { 2000 } else { (t / 1000).clamp(100, 60_000) as i32 }
 }
 
-fn sockaddr_len(a: &libc::sockaddr_storage) -> Option<usize> {
-    match a.ss_family as i32 {
+fn sockaddr_len(family: libc::sa_family_t) -> Option<usize> {
+    match family as i32 {
         libc::AF_INET => Some(std::mem::size_of::<libc::sockaddr_in>()),
         libc::AF_INET6 => Some(std::mem::size_of::<libc::sockaddr_in6>()),
         _ => None,
@@ -63,15 +63,10 @@ fn start_connect(
     }
     // SAFETY: the consumer's sockaddr; its family says how long it is.
     let mut remote: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    // SAFETY: reading the family first, then only as many bytes as it implies.
-    let family = unsafe { (*addr).sa_family } as i32;
-    let len = match family {
-        libc::AF_INET => std::mem::size_of::<libc::sockaddr_in>(),
-        libc::AF_INET6 => std::mem::size_of::<libc::sockaddr_in6>(),
-        _ => {
-            ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
-            return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
-        }
+    // SAFETY: only the family is read here, then as many bytes as it implies.
+    let Some(len) = sockaddr_len(unsafe { (*addr).sa_family }) else {
+        ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
     };
     // SAFETY: copying `len` bytes the family guarantees exist.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, &mut remote as *mut _ as *mut u8, len) };
@@ -404,7 +399,7 @@ fn connect_request(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
     if !peer.is_null() {
         // SAFETY: reading a sockaddr of the length its family implies.
         unsafe {
-            if let Some(len) = sockaddr_len(&*peer) {
+            if let Some(len) = sockaddr_len((*peer).ss_family) {
                 std::ptr::copy_nonoverlapping(peer as *const u8, &mut remote as *mut _ as *mut u8, len);
             }
         }

@@ -555,6 +555,26 @@ pub unsafe extern "C" fn post_send(
     guard("dat_ep_post_send", || post_request(h, n, iov, cookie, None, ibv::IBV_WR_SEND, DAT_DTO_SEND, flags))
 }
 
+/// RDMA read and write differ only in opcode and DTO type.
+#[allow(clippy::too_many_arguments)]
+fn post_rdma(
+    name: &str,
+    h: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    iov: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    remote: *const DAT_RMR_TRIPLET,
+    opcode: u32,
+    op: DAT_DTOS,
+    flags: DAT_COMPLETION_FLAGS,
+) -> DAT_RETURN {
+    guard(name, || {
+        // SAFETY: null-checked consumer triplet.
+        let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
+        post_request(h, n, iov, cookie, Some(r), opcode, op, flags)
+    })
+}
+
 pub unsafe extern "C" fn post_rdma_write(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
@@ -563,11 +583,7 @@ pub unsafe extern "C" fn post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard("dat_ep_post_rdma_write", || {
-        // SAFETY: null-checked consumer triplet.
-        let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
-        post_request(h, n, iov, cookie, Some(r), ibv::IBV_WR_RDMA_WRITE, DAT_DTO_RDMA_WRITE, flags)
-    })
+    post_rdma("dat_ep_post_rdma_write", h, n, iov, cookie, remote, ibv::IBV_WR_RDMA_WRITE, DAT_DTO_RDMA_WRITE, flags)
 }
 
 pub unsafe extern "C" fn post_rdma_read(
@@ -578,11 +594,7 @@ pub unsafe extern "C" fn post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard("dat_ep_post_rdma_read", || {
-        // SAFETY: null-checked consumer triplet.
-        let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
-        post_request(h, n, iov, cookie, Some(r), ibv::IBV_WR_RDMA_READ, DAT_DTO_RDMA_READ, flags)
-    })
+    post_rdma("dat_ep_post_rdma_read", h, n, iov, cookie, remote, ibv::IBV_WR_RDMA_READ, DAT_DTO_RDMA_READ, flags)
 }
 
 pub unsafe extern "C" fn post_recv(

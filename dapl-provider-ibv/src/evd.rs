@@ -17,7 +17,6 @@ use rdma_core_sys as ibv;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::time::Instant;
 
 pub struct Evd {
     pub ia: &'static Ia,
@@ -410,7 +409,7 @@ pub unsafe extern "C" fn wait(
 }
 
 fn wait_for(evd: &Evd, h: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: usize, out: &mut DAT_EVENT) -> DAT_RETURN {
-    let deadline = (timeout != DAT_TIMEOUT_INFINITE).then(|| Instant::now() + std::time::Duration::from_micros(timeout as u64));
+    let deadline = wake::Deadline::new(timeout);
     loop {
         let ready = if threshold <= 1 { evd.take(h, out) } else { evd.fill(threshold) >= threshold && evd.take(h, out) };
         if ready {
@@ -426,16 +425,7 @@ fn wait_for(evd: &Evd, h: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: usize
         if ready {
             return DAT_SUCCESS;
         }
-        let left = match deadline {
-            None => None,
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    return error(DAT_TIMEOUT_EXPIRED, 0);
-                }
-                Some((d - now).as_micros() as u64)
-            }
-        };
+        let Ok(left) = deadline.remaining() else { return error(DAT_TIMEOUT_EXPIRED, 0) };
         let n = if fds[1] < 0 { 1 } else { 2 };
         wake::sleep_on(&fds[..n], left);
     }

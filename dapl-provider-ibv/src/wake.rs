@@ -63,3 +63,24 @@ pub fn sleep_on(fds: &[i32], timeout_us: Option<u64>) -> bool {
         }
     }
 }
+
+/// When a DAT wait with a timeout in microseconds must give up.
+pub struct Deadline(Option<std::time::Instant>);
+
+impl Deadline {
+    pub fn new(timeout_us: dat_abi::DAT_TIMEOUT) -> Deadline {
+        Deadline((timeout_us != dat_abi::DAT_TIMEOUT_INFINITE)
+            .then(|| std::time::Instant::now() + std::time::Duration::from_micros(timeout_us as u64)))
+    }
+
+    /// Microseconds left (None: no limit), or Err once it has passed.
+    pub fn remaining(&self) -> Result<Option<u64>, ()> {
+        match self.0 {
+            None => Ok(None),
+            Some(d) => {
+                let now = std::time::Instant::now();
+                if now >= d { Err(()) } else { Ok(Some((d - now).as_micros() as u64)) }
+            }
+        }
+    }
+}
