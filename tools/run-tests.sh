@@ -23,12 +23,22 @@ section() {
     local p f
     read -r p f < <(python3 - "$log/$name.out" <<'PY'
 import re, sys
+# cargo prints one "test result" line per test binary: those add up. Other
+# suites print "name: N passed, M failed" lines, nested scripts once each
+# and the outer script last with the whole count: that last line is the
+# suite's figure.
 p = f = 0
+last = None
 for line in open(sys.argv[1], errors="replace"):
-    m = re.search(r"test result: \w+\. (\d+) passed; (\d+) failed", line) \
-        or re.search(r"^[\w. -]+: (\d+) passed, (\d+) failed", line)
+    m = re.search(r"test result: \w+\. (\d+) passed; (\d+) failed", line)
     if m:
         p += int(m.group(1)); f += int(m.group(2))
+        continue
+    m = re.search(r"^[\w. -]+: (\d+) passed, (\d+) failed", line)
+    if m:
+        last = (int(m.group(1)), int(m.group(2)))
+if last:
+    p += last[0]; f += last[1]
 print(p, f)
 PY
 )
