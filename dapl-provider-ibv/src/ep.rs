@@ -545,6 +545,60 @@ fn post_request(
     DAT_SUCCESS
 }
 
+impl Ep {
+    /// Posts a memory-window work request (bind or invalidate) for the RMR
+    /// `owner` on this connected EP; its completion is an RMR bind event on
+    /// the request EVD, which must carry that stream.
+    pub fn post_window_op(
+        &self,
+        owner: usize,
+        cookie: u64,
+        signaled: bool,
+        fill: impl FnOnce(&mut ibv::ibv_send_wr),
+    ) -> Result<(), DAT_RETURN> {
+        if self.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+            return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
+        }
+        let req = handle::get::<Evd>(self.req_evd.load(Ordering::Acquire) as DAT_HANDLE)
+            .map_err(|_| invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST))?;
+        if req.flags & DAT_EVD_RMR_BIND_FLAG == 0 {
+            return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
+        }
+        let qp = self.qp_ptr.load(Ordering::Acquire);
+        let ring = self.send_ring_ptr.load(Ordering::Acquire);
+        if qp.is_null() || ring.is_null() {
+            return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED));
+        }
+        // SAFETY: the ring lives as long as the QP we just read.
+        let ring = unsafe { &*ring };
+        // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
+        let mut wr: ibv::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = ring.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0);
+        wr.send_flags = if signaled { ibv::IBV_SEND_SIGNALED } else { 0 };
+        fill(&mut wr);
+        let mut bad: *mut ibv::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: live QP; wr lives for the call.
+        let rc = unsafe { ibv::ibv_post_send(qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            ring.unclaim();
+            return Err(post_error(rc));
+        }
+        Ok(())
+    }
+
+    /// The QP for a type 1 window bind, which goes through ibv_bind_mw.
+    pub fn bind_qp(&self) -> Option<*mut ibv::ibv_qp> {
+        let qp = self.qp_ptr.load(Ordering::Acquire);
+        (!qp.is_null()).then_some(qp)
+    }
+
+    pub fn claim_request_slot(&self, owner: usize, cookie: u64) -> Option<u64> {
+        let ring = self.send_ring_ptr.load(Ordering::Acquire);
+        // SAFETY: the ring lives as long as the EP's QP.
+        (!ring.is_null()).then(|| unsafe { &*ring }.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0))
+    }
+}
+
 pub unsafe extern "C" fn post_send(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,

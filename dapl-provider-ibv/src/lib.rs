@@ -17,6 +17,7 @@ mod ia;
 mod instance;
 mod lmr;
 mod psp;
+mod rmr;
 mod pz;
 mod rsp;
 mod srq;

@@ -104,7 +104,9 @@ pub unsafe extern "C" fn create(
         if len == 0 || addr.is_null() {
             return invalid_arg(if addr.is_null() { DAT_INVALID_ARG3 } else { DAT_INVALID_ARG4 });
         }
-        let mr = match Mr::register(pz.pd.0, addr, len as usize, access_flags(privs)) {
+        // Windows are bound over LMRs, so every region allows it where the device has windows.
+        let mw_bind = if crate::rmr::windows(ia).0 { ibv::IBV_ACCESS_MW_BIND } else { 0 };
+        let mr = match Mr::register(pz.pd.0, addr, len as usize, access_flags(privs) | mw_bind) {
             Ok(mr) => mr,
             Err(e) => {
                 log::warn!("ibv_reg_mr of {len} bytes at {addr:p}: {e}");
@@ -146,6 +148,13 @@ pub unsafe extern "C" fn create(
         }
         DAT_SUCCESS
     })
+}
+
+impl Lmr {
+    /// True when [addr, addr+len) lies inside this region.
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr && addr.checked_add(len).is_some_and(|end| end <= self.addr + self.len)
+    }
 }
 
 fn destroy(h: DAT_HANDLE) {

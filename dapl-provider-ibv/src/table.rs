@@ -6,7 +6,7 @@
 //! makes the registry answer DAT_NOT_IMPLEMENTED, which is what README's
 //! coverage table lists for it.
 
-use crate::{cno, connection, cr, ep, evd, generic, ia, lmr, psp, pz, rsp, srq};
+use crate::{cno, connection, cr, ep, evd, generic, ia, lmr, psp, pz, rmr, rsp, srq};
 use crate::verbs::device::cstring;
 use dat_abi::*;
 use std::ffi::CStr;
@@ -76,6 +76,10 @@ static TEMPLATE: Table = Table(DAT_PROVIDER {
     rsp_create_func: Some(rsp::create),
     rsp_query_func: Some(rsp::query),
     rsp_free_func: Some(rsp::free),
+    rmr_create_func: Some(rmr::create),
+    rmr_query_func: Some(rmr::query),
+    rmr_bind_func: Some(rmr::bind),
+    rmr_free_func: Some(rmr::free),
     pz_create_func: Some(pz::create),
     pz_query_func: Some(pz::query),
     pz_free_func: Some(pz::free),

@@ -5,6 +5,7 @@ pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod mr;
+pub mod mw;
 pub mod pd;
 pub mod qp;
 pub mod srq;

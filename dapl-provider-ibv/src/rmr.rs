@@ -1,0 +1,236 @@
+//! Remote memory regions: memory windows a peer reaches with the context a
+//! bind hands out, and loses with an unbind (a zero-length bind).
+
+use crate::ep;
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::lmr::Lmr;
+use crate::pz::Pz;
+use crate::verbs::mw::Mw;
+use dat_abi::status::{error, guard, invalid_arg, invalid_state};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub struct Rmr {
+    ia: &'static Ia,
+    pz: &'static Pz,
+    pz_handle: usize,
+    mw: Mw,
+    /// The rkey a peer must use now (0 while unbound).
+    context: AtomicU32,
+    bound: Mutex<(DAT_LMR_TRIPLET, DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE)>,
+}
+
+pub const RANK: u8 = 7;
+
+static POOL: Pool<Rmr> = Pool::new();
+
+impl Object for Rmr {
+    const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_RMR;
+    const INVALID: u32 = DAT_INVALID_HANDLE_RMR;
+}
+
+/// Whether the device offers memory windows at all, and of type 2.
+pub fn windows(ia: &Ia) -> (bool, bool) {
+    let caps = ia.device.dev_attr.device_cap_flags;
+    let any = ia.device.dev_attr.max_mw > 0 || caps & ibv::IBV_DEVICE_MEM_WINDOW != 0;
+    let type2 = caps & (ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2A | ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
+    (any, type2)
+}
+
+fn access(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
+    let mut a = 0;
+    if privs & DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_READ;
+    }
+    if privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_WRITE;
+    }
+    a
+}
+
+pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> DAT_RETURN {
+    guard("dat_rmr_create", || {
+        let pz = match handle::get::<Pz>(pz_h) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return invalid_arg(DAT_INVALID_ARG2);
+        }
+        let (any, type2) = windows(pz.ia);
+        if !any {
+            return error(DAT_MODEL_NOT_SUPPORTED, 0);
+        }
+        let mw = match Mw::alloc(pz.pd.0, type2) {
+            Ok(m) => m,
+            Err(e) => {
+                log::warn!("ibv_alloc_mw: {e}");
+                return dat_abi::status::no_resources(DAT_RESOURCE_MEMORY_REGION);
+            }
+        };
+        pz.users.fetch_add(1, Ordering::AcqRel);
+        let ia = pz.ia;
+        let h = POOL.insert(
+            Rmr {
+                ia,
+                pz,
+                pz_handle: pz_h as usize,
+                mw,
+                context: AtomicU32::new(0),
+                bound: Mutex::new((DAT_LMR_TRIPLET::default(), 0, DAT_VA_TYPE_VA)),
+            },
+            ia.table(),
+        );
+        ia.adopt(h, RANK, destroy);
+        // SAFETY: checked non-null.
+        unsafe { *out = h };
+        DAT_SUCCESS
+    })
+}
+
+fn destroy(h: DAT_HANDLE) {
+    let Ok(r) = handle::get::<Rmr>(h) else { return };
+    r.ia.disown(h);
+    let pz = r.pz;
+    if POOL.remove(h) {
+        pz.users.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pub unsafe extern "C" fn free(h: DAT_RMR_HANDLE) -> DAT_RETURN {
+    guard("dat_rmr_free", || match handle::get::<Rmr>(h) {
+        Ok(_) => {
+            destroy(h);
+            DAT_SUCCESS
+        }
+        Err(e) => e,
+    })
+}
+
+pub unsafe extern "C" fn query(h: DAT_RMR_HANDLE, _mask: DAT_RMR_PARAM_MASK, out: *mut DAT_RMR_PARAM) -> DAT_RETURN {
+    guard("dat_rmr_query", || {
+        let r = match handle::get::<Rmr>(h) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer out-parameter.
+        let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+        let (triplet, privs, va) = *r.bound.lock().unwrap_or_else(|e| e.into_inner());
+        p.ia_handle = r.pz.ia_handle as DAT_IA_HANDLE;
+        p.pz_handle = r.pz_handle as DAT_PZ_HANDLE;
+        p.lmr_triplet = triplet;
+        p.mem_priv = privs;
+        p.rmr_context = r.context.load(Ordering::Acquire);
+        p.rmr_scope = DAT_RMR_SCOPE_EP;
+        p.va_type = va;
+        DAT_SUCCESS
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn bind(
+    h: DAT_RMR_HANDLE,
+    lmr_h: DAT_LMR_HANDLE,
+    triplet: *const DAT_LMR_TRIPLET,
+    privs: DAT_MEM_PRIV_FLAGS,
+    va_type: DAT_VA_TYPE,
+    ep_h: DAT_EP_HANDLE,
+    cookie: DAT_RMR_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    out: *mut DAT_RMR_CONTEXT,
+) -> DAT_RETURN {
+    guard("dat_rmr_bind", || {
+        let r = match handle::get::<Rmr>(h) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let ep = match ep::get(ep_h) {
+            Ok(e) => e,
+            Err(e) => return e,
+        };
+        // SAFETY: null-checked consumer triplet.
+        let Some(t) = (unsafe { triplet.as_ref() }).copied() else { return invalid_arg(DAT_INVALID_ARG3) };
+        if va_type != DAT_VA_TYPE_VA {
+            return invalid_arg(DAT_INVALID_ARG5);
+        }
+        let signaled = flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0;
+        // SAFETY: plain 8-byte union.
+        let cookie = unsafe { cookie.as_64 };
+        let unbind = t.segment_length == 0;
+        let (mr, lkey_ok, in_range) = if unbind {
+            (std::ptr::null_mut(), true, true)
+        } else {
+            let lmr = match handle::get::<Lmr>(lmr_h) {
+                Ok(l) => l,
+                Err(e) => return e,
+            };
+            let inside = lmr.contains(t.virtual_address, t.segment_length as u64);
+            (lmr.mr.0, lmr.mr.lkey() == t.lmr_context, inside)
+        };
+        if !lkey_ok {
+            return invalid_arg(DAT_INVALID_ARG3);
+        }
+        if !in_range {
+            return error(DAT_LENGTH_ERROR, 0);
+        }
+        let info = ibv::ibv_mw_bind_info {
+            mr,
+            addr: if unbind { 0 } else { t.virtual_address },
+            length: t.segment_length as u64,
+            mw_access_flags: if unbind { 0 } else { access(privs) },
+        };
+        let new_key = if r.mw.is_type2() {
+            let current = r.context.load(Ordering::Acquire);
+            let posted = if unbind {
+                if current == 0 {
+                    return DAT_SUCCESS;
+                }
+                ep.post_window_op(h as usize, cookie, signaled, |wr| {
+                    wr.opcode = ibv::IBV_WR_LOCAL_INV;
+                    wr.__bindgen_anon_1.invalidate_rkey = current;
+                })
+                .map(|_| 0)
+            } else {
+                let key = ibv::ibv_inc_rkey(if current == 0 { r.mw.rkey() } else { current });
+                ep.post_window_op(h as usize, cookie, signaled, |wr| {
+                    wr.opcode = ibv::IBV_WR_BIND_MW;
+                    wr.__bindgen_anon_2.bind_mw = ibv::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 { mw: r.mw.0, rkey: key, bind_info: info };
+                })
+                .map(|_| key)
+            };
+            match posted {
+                Ok(k) => k,
+                Err(e) => return e,
+            }
+        } else {
+            if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+                return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
+            }
+            let (Some(qp), Some(wr_id)) = (ep.bind_qp(), ep.claim_request_slot(h as usize, cookie)) else {
+                return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
+            };
+            let mut b = ibv::ibv_mw_bind {
+                wr_id,
+                send_flags: if signaled { ibv::IBV_SEND_SIGNALED } else { 0 },
+                bind_info: info,
+            };
+            // SAFETY: live QP and MW; the provider copies the request.
+            let rc = unsafe { ibv::ibv_bind_mw(qp, r.mw.0, &mut b) };
+            if rc != 0 {
+                log::warn!("ibv_bind_mw: {}", std::io::Error::from_raw_os_error(rc));
+                return invalid_arg(DAT_INVALID_ARG3);
+            }
+            if unbind { 0 } else { r.mw.rkey() }
+        };
+        r.context.store(new_key, Ordering::Release);
+        *r.bound.lock().unwrap_or_else(|e| e.into_inner()) = (t, if unbind { 0 } else { privs }, va_type);
+        // SAFETY: optional consumer out-parameter, null-checked.
+        if let Some(o) = unsafe { out.as_mut() } {
+            *o = new_key;
+        }
+        DAT_SUCCESS
+    })
+}
