@@ -20,6 +20,8 @@ pub struct Lmr {
     privs: DAT_MEM_PRIV_FLAGS,
     va_type: DAT_VA_TYPE,
     pub mr: Mr,
+    /// RMRs bound into this region; it cannot be freed while any are.
+    pub windows: std::sync::atomic::AtomicUsize,
 }
 
 // DAT_REGION_DESCRIPTION is a union of pointers kept only to hand back in queries.
@@ -128,6 +130,7 @@ pub unsafe extern "C" fn create(
             privs,
             va_type,
             mr,
+            windows: std::sync::atomic::AtomicUsize::new(0),
         }, ia.table());
         ia.adopt(h, RANK, destroy);
         // SAFETY: each out-pointer is the consumer's; optional ones null-checked.
@@ -192,11 +195,16 @@ pub unsafe extern "C" fn query(h: DAT_LMR_HANDLE, _mask: DAT_LMR_PARAM_MASK, out
 
 pub unsafe extern "C" fn free(h: DAT_LMR_HANDLE) -> DAT_RETURN {
     guard("dat_lmr_free", || {
-        if let Err(e) = handle::get::<Lmr>(h) {
-            return e;
+        match handle::get::<Lmr>(h) {
+            Err(e) => e,
+            Ok(l) if l.windows.load(Ordering::Acquire) != 0 => {
+                dat_abi::status::invalid_state(DAT_INVALID_STATE_LMR_IN_USE)
+            }
+            Ok(_) => {
+                destroy(h);
+                DAT_SUCCESS
+            }
         }
-        destroy(h);
-        DAT_SUCCESS
     })
 }
 

@@ -20,6 +20,9 @@ pub struct Rmr {
     mw: Mw,
     /// The rkey a peer must use now (0 while unbound).
     context: AtomicU32,
+    /// The LMR the window is bound to (0 while unbound), which cannot be
+    /// freed while bound.
+    lmr: std::sync::atomic::AtomicUsize,
     bound: Mutex<(DAT_LMR_TRIPLET, DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE)>,
 }
 
@@ -80,6 +83,7 @@ pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -
                 pz_handle: pz_h as usize,
                 mw,
                 context: AtomicU32::new(0),
+                lmr: std::sync::atomic::AtomicUsize::new(0),
                 bound: Mutex::new((DAT_LMR_TRIPLET::default(), 0, DAT_VA_TYPE_VA)),
             },
             ia.table(),
@@ -95,8 +99,12 @@ fn destroy(h: DAT_HANDLE) {
     let Ok(r) = handle::get::<Rmr>(h) else { return };
     r.ia.disown(h);
     let pz = r.pz;
+    let lmr = r.lmr.swap(0, Ordering::AcqRel);
     if POOL.remove(h) {
         pz.users.fetch_sub(1, Ordering::AcqRel);
+        if let Ok(l) = handle::get::<Lmr>(lmr as DAT_HANDLE) {
+            l.windows.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -194,6 +202,16 @@ pub unsafe extern "C" fn bind(
                 })
                 .map(|_| 0)
             } else {
+                if current != 0 {
+                    // A bound type 2 window must be invalidated before it is
+                    // bound again; the QP runs the two in order.
+                    if let Err(e) = ep.post_window_op(h as usize, cookie, false, |wr| {
+                        wr.opcode = ibv::IBV_WR_LOCAL_INV;
+                        wr.__bindgen_anon_1.invalidate_rkey = current;
+                    }) {
+                        return e;
+                    }
+                }
                 let key = ibv::ibv_inc_rkey(if current == 0 { r.mw.rkey() } else { current });
                 ep.post_window_op(h as usize, cookie, signaled, |wr| {
                     wr.opcode = ibv::IBV_WR_BIND_MW;
@@ -226,6 +244,14 @@ pub unsafe extern "C" fn bind(
             if unbind { 0 } else { r.mw.rkey() }
         };
         r.context.store(new_key, Ordering::Release);
+        let new_lmr = if unbind { 0 } else { lmr_h as usize };
+        let old_lmr = r.lmr.swap(new_lmr, Ordering::AcqRel);
+        if let Ok(l) = handle::get::<Lmr>(new_lmr as DAT_HANDLE) {
+            l.windows.fetch_add(1, Ordering::AcqRel);
+        }
+        if let Ok(l) = handle::get::<Lmr>(old_lmr as DAT_HANDLE) {
+            l.windows.fetch_sub(1, Ordering::AcqRel);
+        }
         *r.bound.lock().unwrap_or_else(|e| e.into_inner()) = (t, if unbind { 0 } else { privs }, va_type);
         // SAFETY: optional consumer out-parameter, null-checked.
         if let Some(o) = unsafe { out.as_mut() } {
