@@ -106,9 +106,21 @@ pub unsafe extern "C" fn create(
         if len == 0 || addr.is_null() {
             return invalid_arg(if addr.is_null() { DAT_INVALID_ARG3 } else { DAT_INVALID_ARG4 });
         }
-        // Windows are bound over LMRs, so every region allows it where the device has windows.
-        let mw_bind = if crate::rmr::windows(ia).0 { ibv::IBV_ACCESS_MW_BIND } else { 0 };
-        let mr = match Mr::register(pz.pd.0, addr, len as usize, access_flags(privs) | mw_bind) {
+        // Windows are bound over LMRs, so regions allow it where the device has
+        // windows. The kernel pins such a region writable, so read-only memory
+        // (which no window could expose for writing anyway) is registered
+        // without it.
+        let access = access_flags(privs);
+        let with_mw = crate::rmr::windows(ia).0;
+        let registered = if with_mw {
+            match Mr::register(pz.pd.0, addr, len as usize, access | ibv::IBV_ACCESS_MW_BIND) {
+                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Mr::register(pz.pd.0, addr, len as usize, access),
+                other => other,
+            }
+        } else {
+            Mr::register(pz.pd.0, addr, len as usize, access)
+        };
+        let mr = match registered {
             Ok(mr) => mr,
             Err(e) => {
                 log::warn!("ibv_reg_mr of {len} bytes at {addr:p}: {e}");
