@@ -25,7 +25,7 @@ fn timeout_ms(t: DAT_TIMEOUT) -> i32 {
     if t == DAT_TIMEOUT_INFINITE { 2000 } else { (t / 1000).clamp(100, 60_000) as i32 }
 }
 
-fn sockaddr_len(family: libc::sa_family_t) -> Option<usize> {
+pub fn sockaddr_len(family: libc::sa_family_t) -> Option<usize> {
     match family as i32 {
         libc::AF_INET => Some(std::mem::size_of::<libc::sockaddr_in>()),
         libc::AF_INET6 => Some(std::mem::size_of::<libc::sockaddr_in6>()),
@@ -49,7 +49,8 @@ fn start_connect(
     if addr.is_null() {
         return invalid_arg(DAT_INVALID_ARG2);
     }
-    if psize < 0 || psize as usize > MAX_CONNECT_PDATA {
+    let limit = if ep.is_ud() { crate::ud::MAX_CONNECT_PDATA } else { MAX_CONNECT_PDATA };
+    if psize < 0 || psize as usize > limit {
         return invalid_arg(DAT_INVALID_ARG5);
     }
     if psize > 0 && pdata.is_null() {
@@ -57,6 +58,11 @@ fn start_connect(
     }
     if ep.qp_num().is_none() {
         return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
+    }
+    if ep.is_ud() {
+        // SAFETY: the consumer gave psize bytes at pdata (checked above).
+        let pd = if psize > 0 { unsafe { std::slice::from_raw_parts(pdata as *const u8, psize as usize) } } else { &[] };
+        return crate::ud::connect(ep, h, addr, qual, timeout_ms(timeout), pd);
     }
     if ep.state.compare_exchange(DAT_EP_STATE_UNCONNECTED, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
@@ -231,6 +237,7 @@ pub fn handle_event(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
     let owner = unsafe { (*id).context } as DAT_HANDLE;
     match handle::kind_of(owner) {
         Some(DAT_HANDLE_TYPE_EP) => ep_event(ev, owner),
+        Some(DAT_IB_HANDLE_TYPE_EXT) => crate::ud::cm_event(ev, owner),
         Some(DAT_HANDLE_TYPE_CR) => {
             // The requester gave up before we accepted: the CR stays for the
             // consumer, and accepting it will fail.
@@ -373,9 +380,14 @@ fn connect_request(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
         unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
         Some(id)
     };
+    let ud = cm::is_ud(id);
     let (ia, evd_h, qual, ep_h) = match handle::kind_of(sp) {
         Some(DAT_HANDLE_TYPE_PSP) => {
             let Ok(p) = handle::get::<Psp>(sp) else { return refuse() };
+            if ud && p.flags == DAT_PSP_PROVIDER_FLAG {
+                // The EP it would make is RC; a UD peer needs a UD EP.
+                return refuse();
+            }
             let ep_h = if p.flags == DAT_PSP_PROVIDER_FLAG {
                 // The provider makes the EP; the consumer configures it before accepting.
                 match ep::create_ep(p.ia_handle as DAT_IA_HANDLE, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(),
@@ -424,7 +436,8 @@ fn connect_request(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
     let Ok(evd) = handle::get::<Evd>(evd_h as DAT_HANDLE) else {
         return refuse_cr(cr_h);
     };
-    let mut e = evd::new_event(DAT_CONNECTION_REQUEST_EVENT);
+    let number = if ud { DAT_IB_UD_CONNECTION_REQUEST_EVENT as DAT_EVENT_NUMBER } else { DAT_CONNECTION_REQUEST_EVENT };
+    let mut e = evd::new_event(number);
     e.event_data.cr_arrival_event_data = DAT_CR_ARRIVAL_EVENT_DATA {
         sp_handle: DAT_SP_HANDLE { psp_handle: sp },
         local_ia_address_ptr: ia.device.ia_address(),

@@ -95,6 +95,15 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
         if psize > 0 && pdata.is_null() {
             return invalid_arg(DAT_INVALID_ARG4);
         }
+        if cm::is_ud(cr.id.load(Ordering::Acquire)) {
+            // A UD request is an address resolution: answered, not connected.
+            let r = crate::ud::accept(cr, ep_h, ep, psize, pdata);
+            if r == DAT_SUCCESS {
+                cr.ia.disown(h);
+                POOL.remove(h);
+            }
+            return r;
+        }
         let st = ep.state.load(Ordering::Acquire);
         if st != DAT_EP_STATE_UNCONNECTED && st != DAT_EP_STATE_RESERVED {
             return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);

@@ -142,17 +142,66 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
     } else {
         (slot.owner, slot.op)
     };
-    let len = if op == DAT_DTO_RECEIVE { wc.byte_len as u64 } else { slot.len };
-    ev.event_number = DAT_DTO_COMPLETION_EVENT;
+    let received = op == DAT_DTO_RECEIVE || op == DAT_IB_DTO_RECV_UD;
+    let len = if received { wc.byte_len as u64 } else { slot.len };
+    // Immediate data or an IB extension operation makes it an extended event.
+    let ext = if status != DAT_DTO_SUCCESS {
+        (op >= DAT_DTO_EXTENSION_BASE).then_some((op, None, 0))
+    } else {
+        extended(wc, op)
+    };
+    ev.event_number = if ext.is_some() { DAT_IB_DTO_EVENT } else { DAT_DTO_COMPLETION_EVENT };
     ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
         ep_handle: owner as DAT_EP_HANDLE,
         user_cookie: DAT_DTO_COOKIE { as_64: slot.cookie },
         status,
         transfered_length: len as DAT_SEG_LENGTH,
-        operation: op,
+        operation: ext.map_or(op, |e| e.0),
         rmr_context: slot.rmr_context,
     };
+    if let Some((_, kind, qpn)) = ext {
+        let x = ext_data(ev);
+        x.type_ = kind.unwrap_or(0);
+        x.status = if status == DAT_DTO_SUCCESS { DAT_OP_SUCCESS } else { DAT_IB_OP_ERR };
+        // SAFETY: the immediate word is valid whenever the flag says so;
+        // DAPL hands it on as it arrives, so we do too (no byte swap).
+        x.val.immed.data = if wc.wc_flags & ibv::IBV_WC_WITH_IMM != 0 { unsafe { wc.__bindgen_anon_1.imm_data } } else { 0 };
+        x.__bindgen_anon_1.remote_ah = DAT_IB_ADDR_HANDLE { ah: std::ptr::null_mut(), qpn, ..Default::default() };
+    }
     true
+}
+
+/// The IB-extension view of a DTO completion: (the DTO type to report, the
+/// extension type, the source QP for UD). None for a plain DTO.
+#[inline]
+fn extended(wc: &ibv::ibv_wc, op: u32) -> Option<(u32, Option<DAT_IB_EXT_TYPE>, u32)> {
+    let imm = wc.wc_flags & ibv::IBV_WC_WITH_IMM != 0;
+    match op {
+        DAT_DTO_RECEIVE if wc.opcode == ibv::IBV_WC_RECV_RDMA_WITH_IMM => {
+            Some((DAT_IB_DTO_RECV_IMMED, Some(DAT_IB_RDMA_WRITE_IMMED_DATA), 0))
+        }
+        DAT_DTO_RECEIVE if imm => Some((DAT_IB_DTO_RECV_MSG_IMMED, Some(DAT_IB_RECV_IMMED_DATA), 0)),
+        DAT_DTO_RECEIVE => None,
+        DAT_IB_DTO_RECV_UD => {
+            let op = if imm { DAT_IB_DTO_RECV_UD_IMMED } else { DAT_IB_DTO_RECV_UD };
+            Some((op, Some(DAT_IB_UD_RECV), wc.src_qp))
+        }
+        DAT_IB_DTO_RDMA_WRITE_IMMED => Some((op, Some(DAT_IB_RDMA_WRITE_IMMED), 0)),
+        DAT_IB_DTO_FETCH_ADD => Some((op, Some(DAT_IB_FETCH_AND_ADD), 0)),
+        DAT_IB_DTO_CMP_SWAP => Some((op, Some(DAT_IB_CMP_AND_SWAP), 0)),
+        DAT_IB_DTO_SEND_UD => Some((op, Some(DAT_IB_UD_SEND), 0)),
+        _ => None,
+    }
+}
+
+/// The extension area of an event, as DAT_IB_EXTENSION_EVENT_DATA.
+pub fn ext_data(ev: &mut DAT_EVENT) -> &mut DAT_IB_EXTENSION_EVENT_DATA {
+    const _: () = assert!(
+        std::mem::size_of::<DAT_IB_EXTENSION_EVENT_DATA>() <= std::mem::size_of::<[DAT_UINT64; 8]>()
+    );
+    // SAFETY: the 64-byte, 8-aligned extension area holds the whole struct
+    // (checked above), and every bit pattern of it is valid.
+    unsafe { &mut *(ev.event_extension_data.as_mut_ptr() as *mut DAT_IB_EXTENSION_EVENT_DATA) }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Endpoints: an RC queue pair plus its connection state.
+//! Endpoints: an RC queue pair plus its connection state, or a UD queue
+//! pair (IB extension) that reaches its peers through address handles.
 //!
 //! The post calls are the fast path: a handle check, a slot claimed from the
 //! EP's ring, the SGEs built on the stack and one verbs post. No lock, no
@@ -15,7 +16,7 @@ use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, 
 use dat_abi::*;
 use rdma_core_sys as ibv;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// Most SGEs one post may carry; the device limit is usually lower.
 pub const MAX_IOV: usize = 32;
@@ -51,6 +52,8 @@ pub struct Ep {
     /// points into it until the next one.
     pub peer_pdata: Mutex<Vec<u8>>,
     pub timeout_ms: AtomicU32,
+    /// A datagram EP (DAT_IB_SERVICE_TYPE_UD): never connected, always ready.
+    pub ud: AtomicBool,
 }
 
 // Raw pointers here are verbs objects owned by this EP; all shared state is
@@ -99,7 +102,11 @@ fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
 /// Checks requested EP attributes against the device; minor = the argument.
 fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, minor: u32) -> Result<(), DAT_RETURN> {
     let d = &ia.device.dev_attr;
-    let ok = a.service_type == DAT_SERVICE_TYPE_RC
+    // A datagram must fit in one packet of the port's MTU.
+    let mtu = 128u64 << ia.device.port_attr.active_mtu.clamp(1, 5);
+    let service = a.service_type == DAT_SERVICE_TYPE_RC
+        || (a.service_type == DAT_IB_SERVICE_TYPE_UD && u64::from(a.max_message_size) <= mtu);
+    let ok = service
         && (0..=d.max_qp_wr).contains(&a.max_recv_dtos)
         && (0..=d.max_qp_wr).contains(&a.max_request_dtos)
         && (0..=d.max_sge.min(MAX_IOV as i32)).contains(&a.max_recv_iov)
@@ -130,7 +137,12 @@ impl Ep {
             recv_wr: attr.max_recv_dtos.max(1) as u32,
             send_sge: attr.max_request_iov.max(attr.max_rdma_write_iov).max(attr.max_rdma_read_iov).max(1) as u32,
             recv_sge: attr.max_recv_iov.max(1) as u32,
+            qp_type: if attr.service_type == DAT_IB_SERVICE_TYPE_UD { ibv::IBV_QPT_UD } else { ibv::IBV_QPT_RC },
         };
+        let ud = caps.qp_type == ibv::IBV_QPT_UD;
+        if ud && self.srq != 0 {
+            return Err(invalid_arg(DAT_INVALID_ARG6));
+        }
         let srq = if self.srq == 0 {
             std::ptr::null_mut()
         } else {
@@ -140,10 +152,12 @@ impl Ep {
             log::warn!("ibv_create_qp: {e}");
             no_resources(DAT_RESOURCE_TEP)
         })?;
-        qp.to_init(self.ia.device.port).map_err(|e| {
-            log::warn!("QP to INIT: {e}");
+        let ready = if ud { qp.ud_to_rts(self.ia.device.port) } else { qp.to_init(self.ia.device.port) };
+        ready.map_err(|e| {
+            log::warn!("QP to {}: {e}", if ud { "RTS (UD)" } else { "INIT" });
             no_resources(DAT_RESOURCE_TEP)
         })?;
+        self.ud.store(ud, Ordering::Release);
         let send = Ring::new(caps.send_wr);
         let recvr = Ring::new(caps.recv_wr);
         let mut sr = self.send_ring.lock().unwrap_or_else(|e| e.into_inner());
@@ -167,6 +181,15 @@ impl Ep {
         // SAFETY: a live, connected cm id.
         let port = u16::from_be(unsafe { ibv::rdma_get_src_port(id) });
         self.local_port.store(port as u32, Ordering::Release);
+    }
+
+    pub fn is_ud(&self) -> bool {
+        self.ud.load(Ordering::Acquire)
+    }
+
+    /// The EP's protection domain, for address handles.
+    pub fn pd(&self) -> Option<*mut ibv::ibv_pd> {
+        handle::get::<Pz>(self.pz.load(Ordering::Acquire) as DAT_HANDLE).ok().map(|p| p.pd.0)
     }
 
     pub fn uses_srq(&self) -> bool {
@@ -278,6 +301,7 @@ pub fn create_ep(
         connect_pdata: Mutex::new(Vec::new()),
         peer_pdata: Mutex::new(Vec::new()),
         timeout_ms: AtomicU32::new(0),
+        ud: AtomicBool::new(false),
     }, ia.table());
     let ep = get(h).expect("just created");
     if let Err(e) = ep.configure(h) {
@@ -334,6 +358,7 @@ pub fn destroy(h: DAT_HANDLE) {
     }
     let id = ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
     ep.qp_ptr.store(std::ptr::null_mut(), Ordering::Release);
+    crate::ud::forget_ep(h);
     if !id.is_null() {
         // SAFETY: the EP's own connected id; a disconnect request is best effort.
         unsafe { ibv::rdma_disconnect(id) };
@@ -495,22 +520,45 @@ fn post_error(rc: i32) -> DAT_RETURN {
     }
 }
 
+/// What a send-queue request carries besides its SGEs: the verbs opcode,
+/// the DTO type its completion reports, and the opcode's own fields.
+pub struct Request<'a> {
+    pub opcode: u32,
+    pub op: DAT_DTOS,
+    pub remote: Option<&'a DAT_RMR_TRIPLET>,
+    /// Immediate data, passed on unswapped as DAPL does.
+    pub imm: u32,
+    /// Compare-or-add and swap operands of an atomic.
+    pub atomic: (u64, u64),
+    /// The destination of a UD send.
+    pub ud: Option<&'a DAT_IB_ADDR_HANDLE>,
+}
+
+impl Request<'_> {
+    pub const fn plain(opcode: u32, op: DAT_DTOS) -> Self {
+        Request { opcode, op, remote: None, imm: 0, atomic: (0, 0), ud: None }
+    }
+}
+
 #[inline]
-fn post_request(
+pub fn post_request(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
     iov: *const DAT_LMR_TRIPLET,
     cookie: DAT_DTO_COOKIE,
-    remote: Option<&DAT_RMR_TRIPLET>,
-    opcode: u32,
-    op: DAT_DTOS,
+    req: &Request,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
     let ep = match get(h) {
         Ok(e) => e,
         Err(e) => return e,
     };
-    if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+    let ud = ep.ud.load(Ordering::Relaxed);
+    if req.ud.is_some() != ud {
+        // A datagram needs a UD EP and an address; a UD EP has no connection.
+        return if ud { invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED) } else { invalid_handle(DAT_INVALID_HANDLE_EP) };
+    }
+    if !ud && ep.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
         return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
     }
     let qp = ep.qp_ptr.load(Ordering::Acquire);
@@ -524,17 +572,34 @@ fn post_request(
     // SAFETY: the ring lives as long as the QP we just read.
     let ring = unsafe { &*ring };
     // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
-    let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, op, remote.map_or(0, |r| r.rmr_context));
+    let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.remote.map_or(0, |r| r.rmr_context));
     // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
     let mut wr: ibv::ibv_send_wr = unsafe { std::mem::zeroed() };
     wr.wr_id = wr_id;
     wr.sg_list = list.as_mut_ptr();
     wr.num_sge = count as i32;
-    wr.opcode = opcode;
+    wr.opcode = req.opcode;
     wr.send_flags = send_flags(flags);
-    if let Some(r) = remote {
-        wr.wr.rdma = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.virtual_address, rkey: r.rmr_context };
+    match req.opcode {
+        ibv::IBV_WR_ATOMIC_CMP_AND_SWP | ibv::IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            let r = req.remote.expect("atomics name a remote target");
+            wr.wr.atomic = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+                remote_addr: r.virtual_address,
+                compare_add: req.atomic.0,
+                swap: req.atomic.1,
+                rkey: r.rmr_context,
+            };
+        }
+        _ => {
+            if let Some(r) = req.remote {
+                wr.wr.rdma = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.virtual_address, rkey: r.rmr_context };
+            }
+        }
     }
+    if let Some(a) = req.ud {
+        wr.wr.ud = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah: a.ah as *mut ibv::ibv_ah, remote_qpn: a.qpn, remote_qkey: crate::verbs::qp::UD_QKEY };
+    }
+    wr.__bindgen_anon_1.imm_data = req.imm;
     let mut bad: *mut ibv::ibv_send_wr = std::ptr::null_mut();
     // SAFETY: live QP; wr and its SGE list live on this stack frame for the call.
     let rc = unsafe { ibv::ibv_post_send(qp, &mut wr, &mut bad) };
@@ -606,7 +671,7 @@ pub unsafe extern "C" fn post_send(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard("dat_ep_post_send", || post_request(h, n, iov, cookie, None, ibv::IBV_WR_SEND, DAT_DTO_SEND, flags))
+    guard("dat_ep_post_send", || post_request(h, n, iov, cookie, &Request::plain(ibv::IBV_WR_SEND, DAT_DTO_SEND), flags))
 }
 
 /// RDMA read and write differ only in opcode and DTO type.
@@ -625,7 +690,7 @@ fn post_rdma(
     guard(name, || {
         // SAFETY: null-checked consumer triplet.
         let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
-        post_request(h, n, iov, cookie, Some(r), opcode, op, flags)
+        post_request(h, n, iov, cookie, &Request { remote: Some(r), ..Request::plain(opcode, op) }, flags)
     })
 }
 
@@ -678,7 +743,9 @@ pub unsafe extern "C" fn post_recv(
         // SAFETY: the ring lives as long as the QP.
         let ring = unsafe { &*ring };
         // SAFETY: plain 8-byte union.
-        let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, DAT_DTO_RECEIVE, 0);
+        // A UD receive says so in its slot, so its completion reports the sender's QP.
+        let op = if ep.ud.load(Ordering::Relaxed) { DAT_IB_DTO_RECV_UD } else { DAT_DTO_RECEIVE };
+        let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, op, 0);
         let mut wr = ibv::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: list.as_mut_ptr(), num_sge: count as i32 };
         let mut bad: *mut ibv::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: live QP; wr and SGEs live for the call.

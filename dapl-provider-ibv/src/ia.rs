@@ -46,6 +46,8 @@ fn named_attrs(device: &Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) {
         rdma_core_sys::IBV_PORT_ARMED => "ARMED",
         _ => "UNKNOWN",
     };
+    let atomics = device.dev_attr.atomic_cap != rdma_core_sys::IBV_ATOMIC_NONE;
+    let truth = |b: bool| if b { "TRUE" } else { "FALSE" };
     let pairs = [
         ("DAT_IB_PROVIDER_NAME", "daplibv".to_owned()),
         ("DAT_IB_DEVICE_NAME", device.name.clone()),
@@ -53,6 +55,12 @@ fn named_attrs(device: &Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) {
         ("DAT_IB_PORT_STATUS", state.to_owned()),
         ("DAT_IB_TRANSPORT_MTU", mtu_bytes(device.port_attr.active_mtu).to_string()),
         ("DAT_IB_NETDEV", device.netdev.clone().unwrap_or_default()),
+        // The IB extensions, named as dtestx and MPI stacks look them up.
+        ("DAT_EXTENSION_INTERFACE", "TRUE".to_owned()),
+        ("DAT_IB_FETCH_AND_ADD", truth(atomics).to_owned()),
+        ("DAT_IB_CMP_AND_SWAP", truth(atomics).to_owned()),
+        ("DAT_IB_IMMED_DATA", "TRUE".to_owned()),
+        ("DAT_IB_UD", "TRUE".to_owned()),
     ];
     let strings: Vec<CString> = pairs.iter().flat_map(|(k, v)| [cstring(k), cstring(v)]).collect();
     let named = strings
@@ -84,6 +92,12 @@ impl Ia {
 
     pub fn disown(&self, h: DAT_HANDLE) {
         self.children.lock().unwrap_or_else(|e| e.into_inner()).retain(|c| c.handle != h as usize);
+    }
+
+    /// The live children of one handle kind, as a snapshot.
+    pub fn children_of_kind(&self, kind: DAT_HANDLE_TYPE) -> Vec<DAT_HANDLE> {
+        let all: Vec<usize> = self.children.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|c| c.handle).collect();
+        all.into_iter().map(|h| h as DAT_HANDLE).filter(|&h| handle::kind_of(h) == Some(kind)).collect()
     }
 
     pub fn table(&self) -> *mut DAT_PROVIDER {
@@ -229,6 +243,8 @@ fn fill_ia_attr(ia: &Ia, a: &mut DAT_IA_ATTR) {
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE as _;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE as _;
     a.zb_supported = DAT_FALSE as _;
+    a.extension_supported = DAT_EXTENSION_IB;
+    a.extension_version = DAT_IB_EXTENSION_VERSION as DAT_COUNT;
 }
 
 fn fill_provider_attr(ia: &Ia, a: &mut DAT_PROVIDER_ATTR) {

@@ -52,6 +52,10 @@ pub fn access_flags(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
     if privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
         a |= ibv::IBV_ACCESS_REMOTE_WRITE;
     }
+    // The IB extension's atomic privilege; verbs require local write with it.
+    if privs & DAT_IB_MEM_PRIV_REMOTE_ATOMIC != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_ATOMIC | ibv::IBV_ACCESS_LOCAL_WRITE;
+    }
     a
 }
 
@@ -256,6 +260,10 @@ mod tests {
         assert_eq!(
             access_flags(DAT_MEM_PRIV_ALL_FLAG),
             ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ
+        );
+        assert_eq!(
+            access_flags(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC),
+            ibv::IBV_ACCESS_REMOTE_READ | ibv::IBV_ACCESS_REMOTE_ATOMIC | ibv::IBV_ACCESS_LOCAL_WRITE
         );
     }
 }

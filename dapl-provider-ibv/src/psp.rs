@@ -17,6 +17,8 @@ pub struct Psp {
     pub evd: usize,
     pub flags: DAT_PSP_FLAGS,
     id: AtomicPtr<ibv::rdma_cm_id>,
+    /// The same port in rdma_cm's UDP space, where UD EPs resolve us.
+    ud_id: AtomicPtr<ibv::rdma_cm_id>,
 }
 
 pub const RANK: u8 = 10;
@@ -39,7 +41,11 @@ pub fn port_of(qual: DAT_CONN_QUAL) -> u16 {
 /// An rdma_cm id bound to the IA address on `port` (0: any) and listening,
 /// with `context` as its owner. Returns the id and the port it got.
 pub fn listen(ia: &Ia, port: u16, context: usize) -> Result<(*mut ibv::rdma_cm_id, u16), DAT_RETURN> {
-    let id = cm::create_id(ia.device.channel, context).map_err(|e| {
+    listen_in(ia, port, context, ibv::RDMA_PS_TCP)
+}
+
+fn listen_in(ia: &Ia, port: u16, context: usize, ps: u32) -> Result<(*mut ibv::rdma_cm_id, u16), DAT_RETURN> {
+    let id = cm::create_id_in(ia.device.channel, context, ps).map_err(|e| {
         log::warn!("rdma_create_id: {e}");
         no_resources(DAT_RESOURCE_TEP)
     })?;
@@ -75,9 +81,22 @@ fn create_psp(ia_h: DAT_IA_HANDLE, qual: Option<DAT_CONN_QUAL>, evd_h: DAT_EVD_H
     let (id, port) = listen(ia, qual.map_or(0, port_of), 0)?;
     log::debug!("PSP listening on port {port} for conn_qual {qual:?}");
     let conn_qual = qual.unwrap_or(port as DAT_CONN_QUAL);
-    let h = POOL.insert(Psp { ia, ia_handle: ia_h as usize, conn_qual, evd: evd_h as usize, flags, id: AtomicPtr::new(id) }, ia.table());
-    // SAFETY: the id is ours; events on it now name this PSP.
-    unsafe { (*id).context = h };
+    // UD requests come through the UDP space; a PSP without one still serves RC.
+    let ud_id = listen_in(ia, port, 0, ibv::RDMA_PS_UDP).map(|(id, _)| id).unwrap_or_else(|e| {
+        log::debug!("PSP on port {port}: no UD listener ({e:#x})");
+        std::ptr::null_mut()
+    });
+    let h = POOL.insert(
+        Psp { ia, ia_handle: ia_h as usize, conn_qual, evd: evd_h as usize, flags, id: AtomicPtr::new(id), ud_id: AtomicPtr::new(ud_id) },
+        ia.table(),
+    );
+    // SAFETY: the ids are ours; events on them now name this PSP.
+    unsafe {
+        (*id).context = h;
+        if !ud_id.is_null() {
+            (*ud_id).context = h;
+        }
+    }
     evd.users.fetch_add(1, Ordering::AcqRel);
     ia.adopt(h, RANK, destroy);
     Ok((h, conn_qual))
@@ -137,9 +156,11 @@ fn destroy(h: DAT_HANDLE) {
     let Ok(psp) = handle::get::<Psp>(h) else { return };
     psp.ia.disown(h);
     let id = psp.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let ud_id = psp.ud_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
     let evd = psp.evd;
     if POOL.remove(h) {
         cm::destroy_id(id);
+        cm::destroy_id(ud_id);
         if let Ok(e) = handle::get::<evd::Evd>(evd as DAT_HANDLE) {
             e.users.fetch_sub(1, Ordering::AcqRel);
         }

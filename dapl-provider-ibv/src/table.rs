@@ -88,6 +88,7 @@ static TEMPLATE: Table = Table(DAT_PROVIDER {
     lmr_free_func: Some(lmr::free),
     lmr_sync_rdma_read_func: Some(lmr::sync_rdma_read),
     lmr_sync_rdma_write_func: Some(lmr::sync_rdma_write),
+    handle_extendedop_func: Some(crate::extension::daplibv_extension),
     // SAFETY: an all-zero DAT_PROVIDER is all-None function slots and NULL pointers.
     ..unsafe { std::mem::zeroed() }
 });

@@ -74,11 +74,17 @@ impl Drop for CmThread {
     }
 }
 
-/// Creates a cm id on `channel` whose context is `context` (a DAT handle).
+/// Creates a cm id on `channel` whose context is `context` (a DAT handle),
+/// in the port space for connected (RC) endpoints.
 pub fn create_id(channel: *mut ibv::rdma_event_channel, context: usize) -> std::io::Result<*mut ibv::rdma_cm_id> {
+    create_id_in(channel, context, ibv::RDMA_PS_TCP)
+}
+
+/// As `create_id`, in port space `ps` (RDMA_PS_UDP for UD address resolution).
+pub fn create_id_in(channel: *mut ibv::rdma_event_channel, context: usize, ps: u32) -> std::io::Result<*mut ibv::rdma_cm_id> {
     let mut id: *mut ibv::rdma_cm_id = std::ptr::null_mut();
     // SAFETY: live channel; id receives the new id.
-    if unsafe { ibv::rdma_create_id(channel, &mut id, context as *mut libc::c_void, ibv::RDMA_PS_TCP) } != 0 {
+    if unsafe { ibv::rdma_create_id(channel, &mut id, context as *mut libc::c_void, ps) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(id)
@@ -90,4 +96,10 @@ pub fn destroy_id(id: *mut ibv::rdma_cm_id) {
         // which the CM thread gives without taking any of our locks.
         unsafe { ibv::rdma_destroy_id(id) };
     }
+}
+
+/// True if `id` lives in the UDP port space: a UD address resolution, not a connection.
+pub fn is_ud(id: *mut ibv::rdma_cm_id) -> bool {
+    // SAFETY: a live id handed to us by rdma_cm.
+    !id.is_null() && unsafe { (*id).ps } == ibv::RDMA_PS_UDP
 }

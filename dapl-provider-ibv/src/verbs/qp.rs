@@ -1,6 +1,8 @@
-//! An RC queue pair, moved through its states by hand (as DAPL's rdma_cm
+//! A queue pair, moved through its states by hand (as DAPL's rdma_cm
 //! provider does), so an EP can post receives before it connects and the
 //! same QP can be connected through whichever cm id carries the connection.
+//! RC for ordinary endpoints; UD for the IB extension's datagram endpoints,
+//! which go straight to RTS since they have no single peer.
 
 use rdma_core_sys as ibv;
 
@@ -15,7 +17,13 @@ pub struct Caps {
     pub recv_wr: u32,
     pub send_sge: u32,
     pub recv_sge: u32,
+    /// IBV_QPT_RC or IBV_QPT_UD.
+    pub qp_type: u32,
 }
+
+/// The Q_Key rdma_cm uses in its UDP port space (RDMA_UDP_QKEY), so our UD
+/// QPs take datagrams from peers that resolved us through it.
+pub const UD_QKEY: u32 = 0x0123_4567;
 
 impl Qp {
     pub fn create(
@@ -30,7 +38,7 @@ impl Qp {
         attr.send_cq = send_cq;
         attr.recv_cq = recv_cq;
         attr.srq = srq;
-        attr.qp_type = ibv::IBV_QPT_RC;
+        attr.qp_type = caps.qp_type;
         attr.cap.max_send_wr = caps.send_wr;
         attr.cap.max_recv_wr = if srq.is_null() { caps.recv_wr } else { 0 };
         attr.cap.max_send_sge = caps.send_sge;
@@ -59,6 +67,32 @@ impl Qp {
         self.modify(&mut a, mask)
     }
 
+    /// RESET -> INIT -> RTR -> RTS for a UD QP: nothing in these states
+    /// depends on a peer, whose address travels in each send instead.
+    pub fn ud_to_rts(&self, port: u8) -> Result<(), std::io::Error> {
+        // SAFETY: all-zero attrs, then each state's fields.
+        let mut a: ibv::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ibv::IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = port;
+        a.qkey = UD_QKEY;
+        self.modify(&mut a, ibv::IBV_QP_STATE | ibv::IBV_QP_PKEY_INDEX | ibv::IBV_QP_PORT | ibv::IBV_QP_QKEY)?;
+        // SAFETY: as above.
+        let mut a: ibv::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ibv::IBV_QPS_RTR;
+        self.modify(&mut a, ibv::IBV_QP_STATE)?;
+        // SAFETY: as above.
+        let mut a: ibv::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ibv::IBV_QPS_RTS;
+        a.sq_psn = 1;
+        self.modify(&mut a, ibv::IBV_QP_STATE | ibv::IBV_QP_SQ_PSN)
+    }
+
+    pub fn is_ud(&self) -> bool {
+        // SAFETY: live QP.
+        unsafe { (*self.0).qp_type == ibv::IBV_QPT_UD }
+    }
+
     /// Moves to `state` with the attributes rdma_cm derives for `id`'s path.
     pub fn to_state_via(&self, id: *mut ibv::rdma_cm_id, state: u32, adjust: impl FnOnce(&mut ibv::ibv_qp_attr)) -> Result<(), std::io::Error> {
         // SAFETY: all-zero attr; rdma_init_qp_attr fills it for `state`.
@@ -85,7 +119,7 @@ impl Qp {
         let mut a: ibv::ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = ibv::IBV_QPS_RESET;
         self.modify(&mut a, ibv::IBV_QP_STATE)?;
-        self.to_init(port)
+        if self.is_ud() { self.ud_to_rts(port) } else { self.to_init(port) }
     }
 
     fn modify(&self, a: &mut ibv::ibv_qp_attr, mask: u32) -> Result<(), std::io::Error> {

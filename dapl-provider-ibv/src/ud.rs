@@ -1,0 +1,338 @@
+//! UD endpoints (IB extension): "connecting" a UD EP resolves an address
+//! handle for a peer's UD QP through rdma_cm's UDP port space (SIDR), and
+//! any number of such resolutions, active and passive, share one EP.
+//!
+//! Each resolution is a `UdCm` object: it owns the cm id while resolving,
+//! then keeps the peer's private data, which the connection event points
+//! into, until the consumer calls dat_ib_ud_cm_free (or frees the EP).
+//! Address handles are tracked per EP, so dat_ib_ud_ah_free only ever
+//! destroys one of ours, once.
+
+use crate::connection::sockaddr_len;
+use crate::cr::Cr;
+use crate::ep::{self, Ep};
+use crate::evd::{self, Evd};
+use crate::handle::{self, Object, Pool};
+use crate::ia::Ia;
+use crate::psp;
+use crate::verbs::{ah, cm};
+use dat_abi::status::{error, invalid_arg, invalid_handle, invalid_state, no_resources};
+use dat_abi::*;
+use rdma_core_sys as ibv;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// Private data a SIDR request carries after rdma_cm's own header (216 - 36).
+pub const MAX_CONNECT_PDATA: usize = 180;
+/// Private data a SIDR reply carries.
+pub const MAX_ACCEPT_PDATA: usize = 136;
+
+pub struct UdCm {
+    ep: usize,
+    ia: &'static Ia,
+    id: AtomicPtr<ibv::rdma_cm_id>,
+    /// Ours while resolving; the peer's once answered (the event points here).
+    pdata: Mutex<Vec<u8>>,
+    remote: libc::sockaddr_storage,
+    timeout_ms: i32,
+}
+
+// The id is touched by the consumer thread before the resolution starts and
+// by the CM thread after; everything else is behind a lock or immutable.
+unsafe impl Send for UdCm {}
+unsafe impl Sync for UdCm {}
+
+impl Object for UdCm {
+    const TYPE: DAT_HANDLE_TYPE = DAT_IB_HANDLE_TYPE_EXT;
+    const INVALID: u32 = DAT_INVALID_HANDLE_EP;
+}
+
+/// Before the EPs they answer for (ep::RANK).
+const RANK: u8 = 9;
+
+static POOL: Pool<UdCm> = Pool::new();
+
+/// Address handles made for each EP: (EP handle, ibv_ah address).
+static AHS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+fn insert(cm: UdCm) -> DAT_HANDLE {
+    let ia = cm.ia;
+    let h = POOL.insert(cm, ia.table());
+    ia.adopt(h, RANK, destroy);
+    h
+}
+
+fn destroy(h: DAT_HANDLE) {
+    let Ok(c) = handle::get::<UdCm>(h) else { return };
+    c.ia.disown(h);
+    let id = c.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if POOL.remove(h) {
+        cm::destroy_id(id);
+    }
+}
+
+/// Releases everything UD an EP being freed still holds.
+pub fn forget_ep(ep_h: DAT_HANDLE) {
+    let ahs: Vec<usize> = {
+        let mut all = AHS.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = all.iter().filter(|(e, _)| *e == ep_h as usize).map(|(_, a)| *a).collect();
+        all.retain(|(e, _)| *e != ep_h as usize);
+        mine
+    };
+    for a in ahs {
+        ah::destroy(a as *mut ibv::ibv_ah);
+    }
+    let Ok(ep) = ep::get(ep_h) else { return };
+    for c in ep.ia.children_of_kind(DAT_IB_HANDLE_TYPE_EXT) {
+        if handle::get::<UdCm>(c).is_ok_and(|u| u.ep == ep_h as usize) {
+            destroy(c);
+        }
+    }
+}
+
+/// dat_ep_connect on a UD EP: starts resolving the peer's address handle.
+pub fn connect(
+    ep: &'static Ep,
+    h: DAT_EP_HANDLE,
+    addr: DAT_IA_ADDRESS_PTR,
+    qual: DAT_CONN_QUAL,
+    timeout_ms: i32,
+    pdata: &[u8],
+) -> DAT_RETURN {
+    if pdata.len() > MAX_CONNECT_PDATA {
+        return invalid_arg(DAT_INVALID_ARG5);
+    }
+    // SAFETY: the consumer's sockaddr; only its family is read first.
+    let Some(len) = sockaddr_len(unsafe { (*addr).sa_family }) else {
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
+    };
+    // SAFETY: all-zero sockaddr_storage is valid; then `len` bytes its family implies.
+    let mut remote: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, &mut remote as *mut _ as *mut u8, len) };
+    // SAFETY: sin_port and sin6_port share an offset.
+    unsafe { (*(&mut remote as *mut _ as *mut libc::sockaddr_in)).sin_port = psp::port_of(qual).to_be() };
+    let cm_h = insert(UdCm {
+        ep: h as usize,
+        ia: ep.ia,
+        id: AtomicPtr::new(std::ptr::null_mut()),
+        pdata: Mutex::new(pdata.to_vec()),
+        remote,
+        timeout_ms,
+    });
+    let c = handle::get::<UdCm>(cm_h).expect("just created");
+    let id = match cm::create_id_in(ep.ia.device.channel, cm_h as usize, ibv::RDMA_PS_UDP) {
+        Ok(id) => id,
+        Err(e) => {
+            log::warn!("rdma_create_id (UDP): {e}");
+            destroy(cm_h);
+            return no_resources(DAT_RESOURCE_TEP);
+        }
+    };
+    c.id.store(id, Ordering::Release);
+    let mut src = *ep.ia.device.addr;
+    let mut dst = remote;
+    // SAFETY: live id; both addresses are full sockaddrs of their family.
+    let rc = unsafe {
+        ibv::rdma_resolve_addr(id, &mut src as *mut _ as *mut libc::sockaddr, &mut dst as *mut _ as *mut libc::sockaddr, timeout_ms)
+    };
+    if rc != 0 {
+        log::warn!("rdma_resolve_addr (UD): {}", std::io::Error::last_os_error());
+        destroy(cm_h);
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+    }
+    DAT_SUCCESS
+}
+
+/// An rdma_cm event on a UD resolution. Returns an id to destroy after the ack.
+pub fn cm_event(ev: &ibv::rdma_cm_event, cm_h: DAT_HANDLE) -> Option<*mut ibv::rdma_cm_id> {
+    let c = handle::get::<UdCm>(cm_h).ok()?;
+    let id = ev.id;
+    let done = || c.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    match ev.event {
+        ibv::RDMA_CM_EVENT_ADDR_RESOLVED => {
+            // SAFETY: live id with a resolved address.
+            if unsafe { ibv::rdma_resolve_route(id, c.timeout_ms) } != 0 {
+                post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
+                return Some(done());
+            }
+            None
+        }
+        ibv::RDMA_CM_EVENT_ROUTE_RESOLVED => {
+            let pdata = c.pdata.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let qp_num = ep::get(c.ep as DAT_HANDLE).ok().and_then(|e| e.qp_num())?;
+            // SAFETY: all-zero conn param, then our fields.
+            let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
+            param.private_data = if pdata.is_empty() { std::ptr::null() } else { pdata.as_ptr() as *const libc::c_void };
+            param.private_data_len = pdata.len() as u8;
+            param.qp_num = qp_num;
+            // SAFETY: live id with a route; pdata outlives the call (it is copied).
+            if unsafe { ibv::rdma_connect(id, &mut param) } != 0 {
+                log::warn!("rdma_connect (UD): {}", std::io::Error::last_os_error());
+                post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
+                return Some(done());
+            }
+            None
+        }
+        ibv::RDMA_CM_EVENT_ESTABLISHED => {
+            // SAFETY: for a UDP-space id, param.ud is the member rdma_cm filled.
+            let ud = unsafe { &ev.param.ud };
+            let peer = if ud.private_data.is_null() {
+                Vec::new()
+            } else {
+                // SAFETY: private_data_len bytes live until the ack; copied now.
+                unsafe { std::slice::from_raw_parts(ud.private_data as *const u8, ud.private_data_len as usize) }.to_vec()
+            };
+            *c.pdata.lock().unwrap_or_else(|e| e.into_inner()) = peer;
+            let Ok(e) = ep::get(c.ep as DAT_HANDLE) else { return Some(done()) };
+            let made = e.pd().ok_or(None).and_then(|pd| ah::create(pd, &ud.ah_attr).map_err(Some));
+            match made {
+                Ok(a) => {
+                    AHS.lock().unwrap_or_else(|e| e.into_inner()).push((c.ep, a as usize));
+                    post_established(c, cm_h, DAT_IB_UD_REMOTE_AH, a, ud.qp_num);
+                }
+                Err(err) => {
+                    log::warn!("ibv_create_ah for a UD peer: {err:?}");
+                    post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
+                }
+            }
+            Some(done())
+        }
+        ibv::RDMA_CM_EVENT_REJECTED => {
+            post_failure(c, cm_h, DAT_IB_UD_CONNECTION_REJECT_EVENT, DAT_IB_UD_CONNECT_REJECT);
+            Some(done())
+        }
+        ibv::RDMA_CM_EVENT_ADDR_ERROR
+        | ibv::RDMA_CM_EVENT_ROUTE_ERROR
+        | ibv::RDMA_CM_EVENT_UNREACHABLE
+        | ibv::RDMA_CM_EVENT_CONNECT_ERROR => {
+            post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
+            Some(done())
+        }
+        _ => None,
+    }
+}
+
+/// dat_cr_accept of a UD request: answers the resolution with the EP's QP.
+pub fn accept(cr: &Cr, ep_h: DAT_EP_HANDLE, ep: &'static Ep, psize: DAT_COUNT, pdata: DAT_PVOID) -> DAT_RETURN {
+    if !ep.is_ud() {
+        return invalid_handle(DAT_INVALID_HANDLE_EP);
+    }
+    if psize as usize > MAX_ACCEPT_PDATA {
+        return invalid_arg(DAT_INVALID_ARG3);
+    }
+    let Some(qp_num) = ep.qp_num() else { return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED) };
+    let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if id.is_null() {
+        return invalid_state(0);
+    }
+    // SAFETY: all-zero conn param, then our fields.
+    let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
+    param.private_data = pdata;
+    param.private_data_len = psize as u8;
+    param.qp_num = qp_num;
+    // SAFETY: a pending UD request id; the reply is sent before this returns.
+    let rc = unsafe { ibv::rdma_accept(id, &mut param) };
+    // The reply carried everything; the request id has no further use.
+    cm::destroy_id(id);
+    if rc != 0 {
+        log::warn!("rdma_accept (UD): {}", std::io::Error::last_os_error());
+        return error(DAT_INTERNAL_ERROR, 0);
+    }
+    let cm_h = insert(UdCm {
+        ep: ep_h as usize,
+        ia: ep.ia,
+        id: AtomicPtr::new(std::ptr::null_mut()),
+        pdata: Mutex::new(cr.pdata.clone()),
+        remote: *cr.remote,
+        timeout_ms: 0,
+    });
+    let c = handle::get::<UdCm>(cm_h).expect("just created");
+    // A SIDR request does not carry the requester's QP number, so this side
+    // has no address handle for it: the peer is reached by connecting to it.
+    post_established(c, cm_h, DAT_IB_UD_PASSIVE_REMOTE_AH, std::ptr::null_mut(), 0);
+    DAT_SUCCESS
+}
+
+fn conn_event(c: &UdCm, cm_h: DAT_HANDLE, number: DAT_EVENT_NUMBER, kind: DAT_IB_EXT_TYPE) -> (DAT_EVD_HANDLE, DAT_EVENT) {
+    let pdata = c.pdata.lock().unwrap_or_else(|e| e.into_inner());
+    let mut e = evd::new_event(number);
+    e.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA {
+        ep_handle: c.ep as DAT_EP_HANDLE,
+        private_data_size: pdata.len() as DAT_COUNT,
+        // The UdCm keeps these bytes until dat_ib_ud_cm_free.
+        private_data: if pdata.is_empty() { std::ptr::null_mut() } else { pdata.as_ptr() as DAT_PVOID },
+    };
+    let x = crate::dto::ext_data(&mut e);
+    x.type_ = kind;
+    x.status = DAT_OP_SUCCESS;
+    x.context = DAT_CONTEXT { as_ptr: cm_h };
+    let evd_h = ep::get(c.ep as DAT_HANDLE).map_or(std::ptr::null_mut(), |ep| ep.conn_evd.load(Ordering::Acquire) as DAT_EVD_HANDLE);
+    (evd_h, e)
+}
+
+fn post_established(c: &UdCm, cm_h: DAT_HANDLE, kind: DAT_IB_EXT_TYPE, a: *mut ibv::ibv_ah, qpn: u32) {
+    let (evd_h, mut e) = conn_event(c, cm_h, DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED as DAT_EVENT_NUMBER, kind);
+    let x = crate::dto::ext_data(&mut e);
+    // SAFETY: all-zero is a valid address handle before we fill it.
+    let mut remote: DAT_IB_ADDR_HANDLE = unsafe { std::mem::zeroed() };
+    remote.ah = a as *mut _;
+    remote.qpn = qpn;
+    let n = std::mem::size_of_val(&remote.ia_addr).min(std::mem::size_of_val(&c.remote));
+    // SAFETY: copying the peer's sockaddr into the 28-byte DAT_SOCK_ADDR6 room.
+    unsafe { std::ptr::copy_nonoverlapping(&c.remote as *const _ as *const u8, &mut remote.ia_addr as *mut _ as *mut u8, n) };
+    x.__bindgen_anon_1.remote_ah = remote;
+    post(evd_h, e);
+}
+
+fn post_failure(c: &UdCm, cm_h: DAT_HANDLE, number: u32, kind: DAT_IB_EXT_TYPE) {
+    let (evd_h, e) = conn_event(c, cm_h, number as DAT_EVENT_NUMBER, kind);
+    post(evd_h, e);
+}
+
+fn post(evd_h: DAT_EVD_HANDLE, e: DAT_EVENT) {
+    match handle::get::<Evd>(evd_h) {
+        Ok(evd) => {
+            evd.post(evd_h, e);
+        }
+        Err(_) => log::warn!("UD connection event {:#x} with no connection EVD", e.event_number),
+    }
+}
+
+/// dat_ib_ud_cm_free: the consumer is done with a resolution's event data.
+pub fn cm_free(ep_h: DAT_EP_HANDLE, cm_h: DAT_HANDLE) -> DAT_RETURN {
+    if let Err(e) = ep::get(ep_h) {
+        return e;
+    }
+    match handle::get::<UdCm>(cm_h) {
+        Ok(c) if c.ep == ep_h as usize => {
+            destroy(cm_h);
+            DAT_SUCCESS
+        }
+        _ => invalid_arg(DAT_INVALID_ARG3),
+    }
+}
+
+/// dat_ib_ud_ah_free: destroys an address handle this EP was given. A null
+/// one (the passive side's) is accepted and nothing happens.
+pub fn ah_free(ep_h: DAT_EP_HANDLE, remote: *const DAT_IB_ADDR_HANDLE) -> DAT_RETURN {
+    if let Err(e) = ep::get(ep_h) {
+        return e;
+    }
+    // SAFETY: null-checked consumer pointer.
+    let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG3) };
+    if r.ah.is_null() {
+        return DAT_SUCCESS;
+    }
+    let found = {
+        let mut all = AHS.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter().position(|&(e, a)| e == ep_h as usize && a == r.ah as usize).map(|i| all.swap_remove(i))
+    };
+    match found {
+        Some((_, a)) => {
+            ah::destroy(a as *mut ibv::ibv_ah);
+            DAT_SUCCESS
+        }
+        None => invalid_arg(DAT_INVALID_ARG3),
+    }
+}
