@@ -40,7 +40,24 @@ if want dtestcm; then
     run_pair dtestcm 300 "dtestcm $P -s -c 20" "dtestcm $P -h $GUEST_ADDR -c 20" "ALL 20 CONNECTED"
 fi
 if want dtestx; then
-    WAIT_FOR=cm:dtestx run_pair dtestx 180 "dtestx $P -s -b 4096" "dtestx $P -h $GUEST_ADDR -b 4096" "PASSED"
+    # Both sides swap addresses over TCP 15828 first. RC: write with
+    # immediate data, compare-and-swap, fetch-and-add. UD (-u, four
+    # resolutions each way on one EP): the client needs -c.
+    WAIT_FOR=tcp:15828 run_pair dtestx 180 "dtestx $P -s -b 4096" "dtestx $P -h $GUEST_ADDR -b 4096" "immed/atomic test PASSED"
+    WAIT_FOR=tcp:15828 run_pair dtestx-ud 180 "dtestx $P -s -u" "dtestx $P -c -u -h $GUEST_ADDR" "UD test PASSED"
+    out=$(timeout 60 dtestx $P -q 2>&1)
+    if echo "$out" | grep -q "DAT_IB_UD=TRUE" && echo "$out" | grep -q "DAT_IB_CMP_AND_SWAP=TRUE"; then
+        ok "dtestx-query (dat_ib_open_query/close_query)"
+    else
+        fail "dtestx-query"; echo "$out" | tail -5
+    fi
+    # The reference provider fails dtestx -u: its EPs' QPs are made with
+    # rdma_create_qp on TCP-space cm ids, which cannot hold a UD QP.
+    if probe=$(ctest/build/ud_qp_port_space "$GUEST_ADDR" 2>&1); then
+        ok "reference UD failure explained: $(echo $probe | tr '\n' ' ')"
+    else
+        fail "ud_qp_port_space probe: $probe"
+    fi
 fi
 if want dtestsrq; then
     WAIT_FOR=cm:dtestsrq run_pair dtestsrq 180 "dtestsrq $P -s" "dtestsrq $P -h $GUEST_ADDR" "RC SRQ Test Complete"
