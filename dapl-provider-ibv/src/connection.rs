@@ -89,6 +89,10 @@ fn start_connect(
     };
     let ms = timeout_ms(timeout);
     ep.timeout_ms.store(ms as u32, Ordering::Release);
+    if timeout != DAT_TIMEOUT_INFINITE {
+        let due = std::time::Instant::now() + std::time::Duration::from_micros(timeout as u64);
+        ep.ia.connects.lock().unwrap_or_else(|e| e.into_inner()).push((h as usize, due));
+    }
     let id = match cm::create_id(ep.ia.device.channel, h as usize) {
         Ok(id) => id,
         Err(e) => {
@@ -349,6 +353,29 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
         }
         _ => None,
     }
+}
+
+/// The CM thread's tick: ends active connects still pending past their
+/// timeout with DAT_CONNECTION_EVENT_TIMED_OUT. Returns µs to the next one.
+pub fn expire_connects(ia_h: usize) -> Option<u64> {
+    let ia = handle::get::<crate::ia::Ia>(ia_h as DAT_HANDLE).ok()?;
+    let now = std::time::Instant::now();
+    let pending = |h: usize| ep::get(h as DAT_HANDLE).is_ok_and(|e| e.state.load(Ordering::Acquire) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+    let (due, next) = {
+        let mut list = ia.connects.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|&(h, _)| pending(h));
+        let due: Vec<usize> = list.iter().filter(|(_, t)| *t <= now).map(|(h, _)| *h).collect();
+        list.retain(|(_, t)| *t > now);
+        (due, list.iter().map(|(_, t)| *t - now).min())
+    };
+    for h in due {
+        let Ok(e) = ep::get(h as DAT_HANDLE) else { continue };
+        log::debug!("EP {h:#x}: connect timed out");
+        if let Some(id) = fail_with(e, h as DAT_HANDLE, DAT_CONNECTION_EVENT_TIMED_OUT, &[]) {
+            cm::destroy_id(id);
+        }
+    }
+    next.map(|d| d.as_micros() as u64 + 1)
 }
 
 /// Ends a connection attempt with `number`; the spent id is handed back to

@@ -185,3 +185,31 @@ pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_P
         DAT_SUCCESS
     })
 }
+
+/// Passes a pending request to the PSP of this IA that listens on `qual`:
+/// a new connection-request event for the same CR arrives on that PSP's EVD.
+pub unsafe extern "C" fn handoff(h: DAT_CR_HANDLE, qual: DAT_CONN_QUAL) -> DAT_RETURN {
+    guard("dat_cr_handoff", || {
+        let cr = match handle::get::<Cr>(h) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if cr.id.load(Ordering::Acquire).is_null() {
+            return invalid_state(0);
+        }
+        let target = cr.ia.children_of_kind(DAT_HANDLE_TYPE_PSP).into_iter()
+            .find(|&p| handle::get::<crate::psp::Psp>(p).is_ok_and(|p| p.conn_qual == qual));
+        let Some(psp_h) = target else { return invalid_arg(DAT_INVALID_ARG2) };
+        let Ok(psp) = handle::get::<crate::psp::Psp>(psp_h) else { return invalid_arg(DAT_INVALID_ARG2) };
+        let Ok(evd) = handle::get::<crate::evd::Evd>(psp.evd as DAT_HANDLE) else { return invalid_state(0) };
+        let mut e = crate::evd::new_event(DAT_CONNECTION_REQUEST_EVENT);
+        e.event_data.cr_arrival_event_data = DAT_CR_ARRIVAL_EVENT_DATA {
+            sp_handle: DAT_SP_HANDLE { psp_handle: psp_h },
+            local_ia_address_ptr: cr.ia.device.ia_address(),
+            conn_qual: qual,
+            cr_handle: h,
+            truncate_flag: DAT_FALSE as _,
+        };
+        if evd.post(psp.evd as DAT_HANDLE, e) { DAT_SUCCESS } else { error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD) }
+    })
+}

@@ -152,6 +152,8 @@ impl Ep {
             log::warn!("ibv_create_qp: {e}");
             no_resources(DAT_RESOURCE_TEP)
         })?;
+        // SAFETY: qp_context is ours to set; async events about this QP name the EP.
+        unsafe { (*qp.0).qp_context = h };
         let ready = if ud { qp.ud_to_rts(self.ia.device.port) } else { qp.to_init(self.ia.device.port) };
         ready.map_err(|e| {
             log::warn!("QP to {}: {e}", if ud { "RTS (UD)" } else { "INIT" });
@@ -647,6 +649,31 @@ impl Ep {
         if rc != 0 {
             ring.unclaim();
             return Err(post_error(rc));
+        }
+        Ok(())
+    }
+
+    /// Completes a window operation that needed no work request (unbinding
+    /// an unbound window): the RMR bind event goes straight to the request EVD.
+    pub fn post_window_event(&self, rmr: DAT_RMR_HANDLE, cookie: u64, signaled: bool) -> Result<(), DAT_RETURN> {
+        if self.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+            return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
+        }
+        let req_h = self.req_evd.load(Ordering::Acquire) as DAT_HANDLE;
+        let req = handle::get::<Evd>(req_h).map_err(|_| invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST))?;
+        if req.flags & DAT_EVD_RMR_BIND_FLAG == 0 {
+            return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
+        }
+        if signaled {
+            let mut e = evd::new_event(DAT_RMR_BIND_COMPLETION_EVENT);
+            e.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA {
+                rmr_handle: rmr,
+                user_cookie: DAT_RMR_COOKIE { as_64: cookie },
+                status: DAT_DTO_SUCCESS,
+            };
+            if !req.post(req_h, e) {
+                return Err(no_resources(DAT_RESOURCE_TEVD));
+            }
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ pub struct Evd {
     /// EPs, PSPs and RSPs pointing at this EVD; it cannot be freed while any do.
     pub users: AtomicUsize,
     /// Software events dropped because the queue was full.
-    overflows: AtomicUsize,
+    pub overflows: AtomicUsize,
 }
 
 // Queued events carry consumer and provider pointers as plain data, only
@@ -255,6 +255,10 @@ pub fn create_evd(
         users: AtomicUsize::new(0),
         overflows: AtomicUsize::new(0),
     }, ia.table());
+    if let Some(cq) = &handle::get::<Evd>(h).expect("just created").cq {
+        // SAFETY: cq_context is ours to set; async events about this CQ name the EVD.
+        unsafe { (*cq.cq).cq_context = h };
+    }
     if let Some(c) = cno {
         c.attach(h);
         handle::get::<Evd>(h).expect("just created").attach_cno(cno_h as usize);

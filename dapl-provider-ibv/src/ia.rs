@@ -27,6 +27,8 @@ pub struct Ia {
     /// (dtestsrq reads DAT_IB_TRANSPORT_MTU); the array points into `strings`.
     named: Vec<DAT_NAMED_ATTR>,
     _strings: Vec<CString>,
+    /// Active connects with a timeout: (EP handle, when it expires).
+    pub connects: Mutex<Vec<(usize, std::time::Instant)>>,
 }
 
 // `named` holds pointers into `_strings`, which live and never move with the IA.
@@ -159,9 +161,12 @@ pub unsafe extern "C" fn open(
             children: Mutex::new(Vec::new()),
             async_evd: AtomicUsize::new(given as usize),
             owns_async_evd: AtomicBool::new(false),
+            connects: Mutex::new(Vec::new()),
         }, table);
         let ia = handle::get::<Ia>(h).expect("just created");
-        match CmThread::start(ia.device.channel, connection::handle_event) {
+        let me = h as usize;
+        let tick: crate::verbs::cm::Tick = Box::new(move || connection::expire_connects(me));
+        match CmThread::start(ia.device.channel, connection::handle_event, ia.device.ctx, crate::async_error::handle_event, tick) {
             Ok(t) => *ia.cm.lock().unwrap_or_else(|e| e.into_inner()) = Some(t),
             Err(e) => {
                 log::error!("cannot start the connection thread: {e}");

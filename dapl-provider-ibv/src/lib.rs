@@ -5,6 +5,7 @@
 //! Transport-independent object logic is in the per-object modules; every
 //! call into libibverbs/librdmacm is under `verbs/`.
 
+mod async_error;
 mod cno;
 mod connection;
 mod cr;

@@ -75,6 +75,10 @@ fn create_psp(ia_h: DAT_IA_HANDLE, qual: Option<DAT_CONN_QUAL>, evd_h: DAT_EVD_H
 {
     let ia = handle::get::<Ia>(ia_h)?;
     let evd = evd::require(evd_h, DAT_EVD_CR_FLAG, DAT_INVALID_HANDLE_EVD_CR)?;
+    if !std::ptr::eq(evd.ia, ia) {
+        // Another IA's EVD: its CM thread and device are not this IA's.
+        return Err(dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EVD_CR));
+    }
     if flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG {
         return Err(invalid_arg(DAT_INVALID_ARG4));
     }

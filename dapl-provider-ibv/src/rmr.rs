@@ -194,7 +194,12 @@ pub unsafe extern "C" fn bind(
             let current = r.context.load(Ordering::Acquire);
             let posted = if unbind {
                 if current == 0 {
-                    return DAT_SUCCESS;
+                    // Nothing to invalidate, but the consumer still gets the
+                    // completion it asked for, through the same EVD.
+                    return match ep.post_window_event(h, cookie, signaled) {
+                        Ok(()) => DAT_SUCCESS,
+                        Err(e) => e,
+                    };
                 }
                 ep.post_window_op(h as usize, cookie, signaled, |wr| {
                     wr.opcode = ibv::IBV_WR_LOCAL_INV;

@@ -44,14 +44,16 @@ pub unsafe extern "C" fn create(
             Err(e) => return e,
         };
         let ep = match ep::get(ep_h) {
-            Ok(e) => e,
+            Ok(e) if std::ptr::eq(e.ia, ia) => e,
+            Ok(_) => return dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP),
             Err(e) => return e,
         };
         if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_UNCONNECTED {
             return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
         }
         let evd = match evd::require(evd_h, DAT_EVD_CR_FLAG, DAT_INVALID_HANDLE_EVD_CR) {
-            Ok(e) => e,
+            Ok(e) if std::ptr::eq(e.ia, ia) => e,
+            Ok(_) => return dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EVD_CR),
             Err(e) => return e,
         };
         if out.is_null() {

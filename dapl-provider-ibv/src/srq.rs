@@ -102,6 +102,10 @@ pub unsafe extern "C" fn create(
             attr: Mutex::new(a),
             users: AtomicUsize::new(0),
         }, ia.table());
+        if let Ok(s) = handle::get::<Srq>(h) {
+            // SAFETY: srq_context is ours to set; async events about this SRQ name it.
+            unsafe { (*s.srq.0).srq_context = h };
+        }
         ia.adopt(h, RANK, destroy);
         // SAFETY: checked non-null.
         unsafe { *out = h };

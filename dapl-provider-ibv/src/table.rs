@@ -47,6 +47,7 @@ static TEMPLATE: Table = Table(DAT_PROVIDER {
     cr_query_func: Some(cr::query),
     cr_accept_func: Some(cr::accept),
     cr_reject_func: Some(cr::reject),
+    cr_handoff_func: Some(cr::handoff),
     ep_create_func: Some(ep::create),
     ep_query_func: Some(ep::query),
     ep_modify_func: Some(ep::modify),

@@ -37,9 +37,9 @@ impl Drop for Wake {
 /// Sleeps until one of `fds` is readable or `timeout_us` passes (None:
 /// forever). Returns false on timeout.
 pub fn sleep_on(fds: &[i32], timeout_us: Option<u64>) -> bool {
-    let mut pfds: [libc::pollfd; 2] = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 2];
+    let mut pfds: [libc::pollfd; 3] = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];
     let mut more: Vec<libc::pollfd>;
-    let set: &mut [libc::pollfd] = if fds.len() <= 2 {
+    let set: &mut [libc::pollfd] = if fds.len() <= pfds.len() {
         for (p, &fd) in pfds.iter_mut().zip(fds) {
             p.fd = fd;
         }

@@ -22,24 +22,53 @@ struct Channel(*mut ibv::rdma_event_channel);
 // The channel is only read by the CM thread; it outlives the thread (joined in drop).
 unsafe impl Send for Channel {}
 
+/// Handles one verbs async event (QP, CQ, SRQ or device); acked after it returns.
+pub type AsyncHandler = fn(&ibv::ibv_async_event);
+
+/// Runs between waits; returns how long (µs) until it wants to run again.
+pub type Tick = Box<dyn Fn() -> Option<u64> + Send>;
+
+struct Ctx(*mut ibv::ibv_context);
+
+// The verbs context outlives the thread (the IA joins it before closing the device).
+unsafe impl Send for Ctx {}
+
+fn set_nonblocking(fd: i32) {
+    // SAFETY: plain fcntl on a descriptor we were given.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+}
+
 impl CmThread {
-    pub fn start(channel: *mut ibv::rdma_event_channel, handler: Handler) -> std::io::Result<CmThread> {
+    /// One thread per IA: it reads the IA's rdma_cm events, the device's
+    /// verbs async events, and runs `tick` (connect timeouts) on time.
+    pub fn start(
+        channel: *mut ibv::rdma_event_channel,
+        handler: Handler,
+        ctx: *mut ibv::ibv_context,
+        on_async: AsyncHandler,
+        tick: Tick,
+    ) -> std::io::Result<CmThread> {
         let wake = Wake::new().ok_or_else(std::io::Error::last_os_error)?;
         let stop = Arc::new((AtomicBool::new(false), wake));
         // SAFETY: channel fd owned by the IA's device; made non-blocking so the
         // thread can also watch its stop signal.
         let fd = unsafe { (*channel).fd };
-        // SAFETY: plain fcntl on that fd.
-        unsafe {
-            let fl = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
-        }
+        set_nonblocking(fd);
+        // SAFETY: the context's async fd; other IAs on the device may read it
+        // too, and every event names its object, so any reader can route it.
+        let async_fd = unsafe { (*ctx).async_fd };
+        set_nonblocking(async_fd);
         let ch = Channel(channel);
+        let vctx = Ctx(ctx);
         let s = stop.clone();
         let thread = std::thread::Builder::new().name("daplibv-cm".into()).spawn(move || {
-            let ch = ch;
+            let (ch, vctx) = (ch, vctx);
             while !s.0.load(Ordering::Acquire) {
-                wake::sleep_on(&[fd, s.1.fd()], None);
+                let next = tick();
+                wake::sleep_on(&[fd, async_fd, s.1.fd()], next);
                 loop {
                     let mut ev: *mut ibv::rdma_cm_event = std::ptr::null_mut();
                     // SAFETY: non-blocking read of the next event on our channel.
@@ -55,6 +84,19 @@ impl CmThread {
                         Ok(None) => {}
                         Err(_) => log::error!("connection event handler panicked; event dropped"),
                     }
+                }
+                loop {
+                    // SAFETY: all-zero is a valid event for the library to fill.
+                    let mut ev: ibv::ibv_async_event = unsafe { std::mem::zeroed() };
+                    // SAFETY: non-blocking read on the live context.
+                    if unsafe { ibv::ibv_get_async_event(vctx.0, &mut ev) } != 0 {
+                        break;
+                    }
+                    if std::panic::catch_unwind(|| on_async(&ev)).is_err() {
+                        log::error!("async event handler panicked; event dropped");
+                    }
+                    // SAFETY: acking the event we got (destroying its object waits for this).
+                    unsafe { ibv::ibv_ack_async_event(&mut ev) };
                 }
             }
         })?;
