@@ -81,8 +81,9 @@ DAT_RETURN daplibv_extension(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args
 	case DAT_IB_UD_AH_FREE_OP:
 		return daplibv_ext_ud_ah_free(handle, va_arg(args, DAT_IB_ADDR_HANDLE *));
 	default:
-		/* Counters and collectives: see README's coverage table. */
-		return DAT_NOT_IMPLEMENTED;
+		/* Counters and collectives: see README's coverage table. The
+		 * error class bit, as the registry returns for an empty slot. */
+		return (DAT_RETURN)(DAT_CLASS_ERROR | DAT_NOT_IMPLEMENTED);
 	}
 	p.cookie = cookie.as_64;
 	return daplibv_ext_post(handle, (int)op, &p);

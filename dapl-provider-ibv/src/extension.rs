@@ -80,7 +80,7 @@ pub unsafe extern "C" fn daplibv_ext_post(h: DAT_HANDLE, op: c_int, p: *const Ex
                     _ => return invalid_arg(DAT_INVALID_ARG4),
                 }
             }
-            _ => return DAT_NOT_IMPLEMENTED,
+            _ => return dat_abi::status::NOT_IMPLEMENTED,
         };
         ep::post_request(h, p.segments, p.local, cookie, &req, p.flags)
     })

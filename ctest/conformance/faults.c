@@ -1,0 +1,663 @@
+/*
+ * faults.c - the survivor's view of faults: a peer process killed mid-stream,
+ * connects to nobody and to a dead listener, a server that restarts, an
+ * abrupt close with everything live (checked with `rdma resource show`),
+ * receive queue overrun, and DTO EVD overflow.
+ *
+ * Peers are separate processes, forked before this process makes any DAT
+ * call (a fork after registering memory would share pinned pages); a peer
+ * that must start later waits on a pipe.
+ */
+#include "harness.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#define MSG  256
+#define SLOTS 16
+
+/* ------------------------------------------------------------------ */
+/* The peer process                                                   */
+
+enum { SRV_SINK, SRV_ECHO, SRV_LISTEN };
+
+struct server {
+	pid_t pid;
+	int ready;	/* read end: one byte when listening */
+	int go;		/* write end: start (for a server that waits) */
+};
+
+static void srv_die(const char *what, DAT_RETURN r)
+{
+	fprintf(stderr, "server %d: %s: %s\n", (int)getpid(), what, describe(r));
+	_exit(3);
+}
+
+/* The peer: listens on qual, accepts one connection at a time, and either
+ * swallows every message (SINK), returns it (ECHO) or never accepts (LISTEN).
+ * Runs until killed. */
+static void server_main(DAT_CONN_QUAL qual, int mode, int ready, int go)
+{
+	DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+	DAT_EVD_HANDLE async = DAT_HANDLE_NULL, cr, conn, req, recv;
+	DAT_PZ_HANDLE pz;
+	DAT_PSP_HANDLE psp;
+	DAT_EP_HANDLE ep;
+	DAT_EVENT ev;
+	DAT_COUNT nm;
+	struct mem m;
+	DAT_EP_ATTR attr = small_attr(SLOTS, 1);
+	char c;
+	DAT_RETURN r;
+
+	if (go >= 0 && read(go, &c, 1) != 1)
+		_exit(0);
+	if ((r = dat_ia_open((DAT_NAME_PTR)g_ia, 8, &async, &ia)) != DAT_SUCCESS)
+		srv_die("dat_ia_open", r);
+	if ((r = dat_pz_create(ia, &pz)) != DAT_SUCCESS)
+		srv_die("dat_pz_create", r);
+	if (dat_evd_create(ia, 8, NULL, DAT_EVD_CR_FLAG, &cr) || dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &conn) ||
+	    dat_evd_create(ia, 64, NULL, DAT_EVD_DTO_FLAG, &req) || dat_evd_create(ia, 64, NULL, DAT_EVD_DTO_FLAG, &recv))
+		srv_die("dat_evd_create", 0);
+	if (!mem_reg(ia, pz, MSG * SLOTS, DAT_MEM_PRIV_ALL_FLAG, &m))
+		srv_die("dat_lmr_create", 0);
+	if ((r = dat_psp_create(ia, qual, cr, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
+		srv_die("dat_psp_create", r);
+	if (write(ready, "R", 1) != 1)
+		_exit(3);
+	for (;;) {
+		if (dat_evd_wait(cr, DAT_TIMEOUT_INFINITE, 1, &ev, &nm) != DAT_SUCCESS)
+			continue;
+		if (ev.event_number != DAT_CONNECTION_REQUEST_EVENT || mode == SRV_LISTEN)
+			continue;
+		if ((r = dat_ep_create(ia, pz, recv, req, conn, &attr, &ep)) != DAT_SUCCESS)
+			srv_die("dat_ep_create", r);
+		for (int i = 0; i < SLOTS; i++) {
+			DAT_LMR_TRIPLET t = triplet(&m, (size_t)i * MSG, MSG);
+			DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
+			if ((r = dat_ep_post_recv(ep, 1, &t, ck, 0)) != DAT_SUCCESS)
+				srv_die("dat_ep_post_recv", r);
+		}
+		if ((r = dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, NULL)) != DAT_SUCCESS)
+			srv_die("dat_cr_accept", r);
+		for (;;) {
+			if (dat_evd_wait(recv, 200000, 1, &ev, &nm) != DAT_SUCCESS) {
+				/* drop a connection the client ended */
+				if (dat_evd_dequeue(conn, &ev) == DAT_SUCCESS &&
+				    ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED) {
+					dat_ep_free(ep);
+					break;
+				}
+				continue;
+			}
+			DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+			if (d->status != DAT_DTO_SUCCESS)
+				continue;
+			int slot = (int)d->user_cookie.as_64;
+			DAT_LMR_TRIPLET t = triplet(&m, (size_t)slot * MSG, MSG);
+			if (mode == SRV_ECHO) {
+				t.segment_length = d->transfered_length;
+				dat_ep_post_send(ep, 1, &t, d->user_cookie, DAT_COMPLETION_DEFAULT_FLAG);
+				dat_evd_wait(req, 10 * SEC, 1, &ev, &nm);
+				t.segment_length = MSG;
+			}
+			DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)slot };
+			dat_ep_post_recv(ep, 1, &t, ck, 0);
+		}
+	}
+}
+
+/* Forks a peer now (before any DAT call here); with `delayed` it opens its
+ * IA only after server_go. */
+static int server_fork(struct server *s, DAT_CONN_QUAL qual, int mode, int delayed)
+{
+	int rp[2], gp[2] = { -1, -1 };
+
+	if (pipe(rp) != 0 || (delayed && pipe(gp) != 0)) {
+		fail("pipe: %s", strerror(errno));
+		return 0;
+	}
+	fflush(stdout);
+	fflush(stderr);
+	s->pid = fork();
+	if (s->pid < 0) {
+		fail("fork: %s", strerror(errno));
+		return 0;
+	}
+	if (s->pid == 0) {
+		close(rp[0]);
+		if (delayed)
+			close(gp[1]);
+		server_main(qual, mode, rp[1], delayed ? gp[0] : -1);
+		_exit(0);
+	}
+	close(rp[1]);
+	if (delayed)
+		close(gp[0]);
+	s->ready = rp[0];
+	s->go = gp[1];
+	return 1;
+}
+
+static int server_wait_ready(struct server *s)
+{
+	struct pollfd pf = { s->ready, POLLIN, 0 };
+	char c;
+
+	if (s->go >= 0 && write(s->go, "G", 1) != 1) {
+		fail("starting the server: %s", strerror(errno));
+		return 0;
+	}
+	if (poll(&pf, 1, 60000) != 1 || read(s->ready, &c, 1) != 1) {
+		fail("the server (pid %d) did not start listening within 60 s", (int)s->pid);
+		return 0;
+	}
+	return 1;
+}
+
+static void server_kill(struct server *s)
+{
+	int st;
+
+	if (s->pid > 0) {
+		kill(s->pid, SIGKILL);
+		waitpid(s->pid, &st, 0);
+	}
+	s->pid = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The surviving client                                               */
+
+struct client {
+	DAT_IA_HANDLE ia;
+	DAT_PZ_HANDLE pz;
+	DAT_EVD_HANDLE req, recv, conn;
+	DAT_EP_HANDLE ep;
+	struct mem m;
+	struct sockaddr_in self;
+};
+
+static int client_open(struct client *c, DAT_COUNT dtos)
+{
+	DAT_EP_ATTR attr = small_attr(dtos, 1);
+
+	memset(c, 0, sizeof(*c));
+	c->ia = open_ia(g_ia);
+	if (!c->ia)
+		return 0;
+	c->pz = make_pz(c->ia);
+	c->req = make_evd(c->ia, 256, DAT_EVD_DTO_FLAG);
+	c->recv = make_evd(c->ia, 256, DAT_EVD_DTO_FLAG);
+	c->conn = make_evd(c->ia, 8, DAT_EVD_CONNECTION_FLAG);
+	if (!c->pz || !c->req || !c->recv || !c->conn || !self_addr(c->ia, &c->self))
+		return 0;
+	if (!mem_reg(c->ia, c->pz, MSG * 64, DAT_MEM_PRIV_ALL_FLAG, &c->m))
+		return 0;
+	if (CALL(dat_ep_create(c->ia, c->pz, c->recv, c->req, c->conn, &attr, &c->ep)) != DAT_SUCCESS) {
+		fail("dat_ep_create");
+		return 0;
+	}
+	return 1;
+}
+
+static int client_connect(struct client *c, DAT_CONN_QUAL qual)
+{
+	DAT_EVENT ev;
+	DAT_RETURN r = CALL(dat_ep_connect(c->ep, (DAT_IA_ADDRESS_PTR)&c->self, qual, 20 * SEC, 0, NULL,
+					   DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
+
+	if (r != DAT_SUCCESS) {
+		fail("dat_ep_connect: %s", describe(r));
+		return 0;
+	}
+	return expect_ev(c->conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "client connect");
+}
+
+/* Every DTO posted completes exactly once: cookies are 1..n, tracked here. */
+struct tally {
+	unsigned char seen[4096];
+	int n, done, flushed, errors, dup, unknown;
+};
+
+static void tally_event(struct tally *t, const DAT_DTO_COMPLETION_EVENT_DATA *d)
+{
+	uint64_t k = d->user_cookie.as_64;
+
+	if (k == 0 || k > (uint64_t)t->n) {
+		t->unknown++;
+		return;
+	}
+	if (t->seen[k]++) {
+		t->dup++;
+		return;
+	}
+	t->done++;
+	if (d->status == DAT_DTO_ERR_FLUSHED)
+		t->flushed++;
+	else if (d->status != DAT_DTO_SUCCESS)
+		t->errors++;
+}
+
+/* Reaps evd until every one of t's DTOs completed (or `secs` pass). */
+static void tally_drain(struct tally *t, DAT_EVD_HANDLE evd, double secs, const char *what)
+{
+	double end = now_s() + secs;
+	DAT_EVENT ev;
+
+	while (t->done < t->n && now_s() < end) {
+		if (wait_ev(evd, 500000, &ev) != DAT_SUCCESS)
+			continue;
+		if (ev.event_number == DAT_DTO_COMPLETION_EVENT)
+			tally_event(t, &ev.event_data.dto_completion_event_data);
+	}
+	/* and nothing more comes */
+	while (wait_ev(evd, 500000, &ev) == DAT_SUCCESS)
+		if (ev.event_number == DAT_DTO_COMPLETION_EVENT)
+			tally_event(t, &ev.event_data.dto_completion_event_data);
+	CHECK(t->done == t->n, "%s: %d of %d DTOs completed (lost %d)", what, t->done, t->n, t->n - t->done);
+	CHECK(t->dup == 0, "%s: %d completions duplicated", what, t->dup);
+	CHECK(t->unknown == 0, "%s: %d completions with a cookie never posted", what, t->unknown);
+	g_stats.lost += t->n - t->done;
+	g_stats.dup += t->dup;
+	g_stats.ops += t->n;
+}
+
+static void case_peer_killed(void)
+{
+	struct server s;
+	struct client c;
+	struct tally sends, recvs;
+	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
+	DAT_EVENT ev;
+	int outstanding = 0, killed = 0;
+
+	memset(&sends, 0, sizeof(sends));
+	memset(&recvs, 0, sizeof(recvs));
+	if (!server_fork(&s, qual, SRV_SINK, 0))
+		return;
+	if (!server_wait_ready(&s) || !client_open(&c, 32))
+		goto out;
+	/* receives the peer will never fill: they must flush */
+	for (int i = 0; i < 8; i++) {
+		DAT_LMR_TRIPLET t = triplet(&c.m, (size_t)(32 + i) * MSG, MSG);
+		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)++recvs.n };
+		CHECK_RC(dat_ep_post_recv(c.ep, 1, &t, ck, 0), DAT_SUCCESS, "dat_ep_post_recv %d", i);
+	}
+	if (!client_connect(&c, qual))
+		goto out;
+	/* stream sends, up to 16 outstanding; kill the peer after 100 completed */
+	while (sends.n < 2000) {
+		DAT_RETURN r;
+		if (!killed && sends.done >= 100) {
+			kill(s.pid, SIGKILL);
+			killed = 1;
+			note("peer killed with %d sends outstanding", outstanding);
+		}
+		if (outstanding < 16) {
+			DAT_LMR_TRIPLET t = triplet(&c.m, (size_t)(sends.n % 16) * MSG, MSG);
+			DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)(sends.n + 1) };
+			r = CALL(dat_ep_post_send(c.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG));
+			if (r == DAT_SUCCESS) {
+				sends.n++;
+				outstanding++;
+				continue;
+			}
+			if (!killed)
+				fail("dat_ep_post_send before the kill: %s", describe(r));
+			else
+				CHECK(DAT_GET_TYPE(r) == DAT_INVALID_STATE, "post after the peer died: %s", describe(r));
+			break;
+		}
+		if (wait_ev(c.req, 20 * SEC, &ev) != DAT_SUCCESS) {
+			fail("no send completion within 20 s (%d outstanding, peer %s)", outstanding, killed ? "dead" : "alive");
+			break;
+		}
+		tally_event(&sends, &ev.event_data.dto_completion_event_data);
+		outstanding--;
+		if (killed && sends.flushed + sends.errors > 0)
+			break;	/* the QP is in error: everything else flushes */
+	}
+	CHECK(killed, "the stream ended before the peer was killed");
+	/* the survivor is told */
+	DAT_RETURN r = wait_ev(c.conn, 90 * SEC, &ev);
+	if (r != DAT_SUCCESS)
+		fail("no connection event within 90 s of the peer's death: %s", describe(r));
+	else if (ev.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && ev.event_number != DAT_CONNECTION_EVENT_BROKEN)
+		fail("connection event %s, expected DISCONNECTED or BROKEN", event_name(ev.event_number));
+	else
+		g_stats.errors++;
+	tally_drain(&sends, c.req, 60, "sends");
+	tally_drain(&recvs, c.recv, 60, "receives");
+	CHECK(recvs.flushed == recvs.n, "%d of %d never-filled receives completed as flushed", recvs.flushed, recvs.n);
+	CHECK(sends.flushed + sends.errors > 0 || sends.done == sends.n,
+	      "no send failed after the kill (sends %d)", sends.n);
+	g_stats.faults++;
+out:
+	server_kill(&s);
+	close_ia(c.ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close");
+}
+
+/* No listener on the qualifier: NON_PEER_REJECTED, within the timeout. */
+static void case_connect_no_listener(void)
+{
+	struct client c;
+	DAT_EVENT ev;
+	double t0;
+
+	if (!client_open(&c, 8))
+		goto out;
+	t0 = now_s();
+	CHECK_RC(dat_ep_connect(c.ep, (DAT_IA_ADDRESS_PTR)&c.self, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8), 10 * SEC,
+				0, NULL, DAT_QOS_BEST_EFFORT, 0), DAT_SUCCESS, "dat_ep_connect(nobody listening)");
+	if (expect_ev(c.conn, 30 * SEC, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, &ev, "connect to no listener")) {
+		CHECK(ev.event_data.connect_event_data.ep_handle == c.ep, "event names EP %p", (void *)ev.event_data.connect_event_data.ep_handle);
+		CHECK(now_s() - t0 < 15, "the rejection took %.1f s (timeout 10 s)", now_s() - t0);
+	}
+	/* the EP can be reset and used again */
+	CHECK_RC(dat_ep_reset(c.ep), DAT_SUCCESS, "dat_ep_reset after the rejection");
+	CHECK_RC(dat_ep_connect(c.ep, (DAT_IA_ADDRESS_PTR)&c.self, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8 + 1),
+				10 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT, 0), DAT_SUCCESS, "dat_ep_connect after the reset");
+	expect_ev(c.conn, 30 * SEC, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, &ev, "second connect to no listener");
+	g_stats.faults++;
+out:
+	close_ia(c.ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close");
+}
+
+/* The listener was there and died: the same answer, not a hang. */
+static void case_connect_dead_listener(void)
+{
+	struct server s;
+	struct client c;
+	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
+	DAT_EVENT ev;
+	double t0;
+
+	memset(&c, 0, sizeof(c));
+	if (!server_fork(&s, qual, SRV_LISTEN, 0))
+		return;
+	if (!server_wait_ready(&s))
+		goto out;
+	server_kill(&s);
+	if (!client_open(&c, 8))
+		goto out;
+	t0 = now_s();
+	CHECK_RC(dat_ep_connect(c.ep, (DAT_IA_ADDRESS_PTR)&c.self, qual, 10 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT, 0),
+		 DAT_SUCCESS, "dat_ep_connect(listener killed)");
+	if (expect_ev(c.conn, 30 * SEC, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, &ev, "connect to a dead listener"))
+		CHECK(now_s() - t0 < 15, "the rejection took %.1f s (timeout 10 s)", now_s() - t0);
+	g_stats.faults++;
+out:
+	server_kill(&s);
+	close_ia(c.ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close");
+}
+
+/* One echo round trip on the client's connected EP. */
+static int echo_once(struct client *c, unsigned seed, const char *what)
+{
+	DAT_LMR_TRIPLET st = triplet(&c->m, 0, MSG), rt = triplet(&c->m, MSG, MSG);
+	DAT_DTO_COOKIE sk = { .as_64 = 1000 + seed }, rk = { .as_64 = 2000 + seed };
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+
+	for (int i = 0; i < MSG; i++) {
+		c->m.buf[i] = (unsigned char)(seed * 31 + (unsigned)i);
+		c->m.buf[MSG + i] = 0;
+	}
+	CHECK_RC(dat_ep_post_recv(c->ep, 1, &rt, rk, 0), DAT_SUCCESS, "%s: dat_ep_post_recv", what);
+	CHECK_RC(dat_ep_post_send(c->ep, 1, &st, sk, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "%s: dat_ep_post_send", what);
+	if (next_dto(c->req, WAIT_US, &d, what) != DAT_DTO_SUCCESS || next_dto(c->recv, WAIT_US, &d, what) != DAT_DTO_SUCCESS)
+		return 0;
+	CHECK_EQ(d.user_cookie.as_64, 2000 + seed, "echo receive cookie");
+	CHECK_EQ(d.transfered_length, MSG, "echo length");
+	if (memcmp(c->m.buf, c->m.buf + MSG, MSG) != 0) {
+		fail("%s: the echo differs from what was sent", what);
+		return 0;
+	}
+	g_stats.bytes += MSG;
+	g_stats.ops += 2;
+	return 1;
+}
+
+/* The server dies and a new one takes its place: the client notices, resets
+ * its EP and connects again to the new one. */
+static void case_server_restart(void)
+{
+	struct server s1, s2;
+	struct client c;
+	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
+	DAT_EVENT ev;
+	DAT_EP_STATE st;
+
+	memset(&c, 0, sizeof(c));
+	memset(&s1, 0, sizeof(s1));
+	memset(&s2, 0, sizeof(s2));
+	if (!server_fork(&s1, qual, SRV_ECHO, 0) || !server_fork(&s2, qual, SRV_ECHO, 1))
+		goto out;
+	if (!server_wait_ready(&s1) || !client_open(&c, 8) || !client_connect(&c, qual))
+		goto out;
+	if (!echo_once(&c, 1, "echo from the first server"))
+		goto out;
+	server_kill(&s1);
+	DAT_RETURN r = wait_ev(c.conn, 90 * SEC, &ev);
+	if (r != DAT_SUCCESS || (ev.event_number != DAT_CONNECTION_EVENT_DISCONNECTED &&
+				 ev.event_number != DAT_CONNECTION_EVENT_BROKEN)) {
+		fail("after the server died: %s %s, expected DISCONNECTED or BROKEN", describe(r),
+		     r == DAT_SUCCESS ? event_name(ev.event_number) : "");
+		goto out;
+	}
+	g_stats.errors++;
+	CHECK_RC(dat_ep_get_status(c.ep, &st, NULL, NULL), DAT_SUCCESS, "dat_ep_get_status");
+	CHECK_EQ(st, DAT_EP_STATE_DISCONNECTED, "client EP state after the server died");
+	CHECK_RC(dat_ep_reset(c.ep), DAT_SUCCESS, "dat_ep_reset");
+	if (!server_wait_ready(&s2) || !client_connect(&c, qual))
+		goto out;
+	if (echo_once(&c, 2, "echo from the restarted server") && echo_once(&c, 3, "second echo"))
+		g_stats.faults++;
+	CHECK_RC(dat_ep_disconnect(c.ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS, "dat_ep_disconnect");
+	expect_ev(c.conn, WAIT_US, DAT_CONNECTION_EVENT_DISCONNECTED, &ev, "graceful disconnect");
+out:
+	server_kill(&s1);
+	server_kill(&s2);
+	close_ia(c.ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close");
+}
+
+/* dat_ia_close(ABRUPT) with connected EPs, posted DTOs, LMRs, an RMR, an SRQ:
+ * every verbs object of this process is gone afterwards. */
+static void case_abrupt_close_releases(void)
+{
+	static const char *kinds[] = { "qp", "cq", "mr", "pd", "cm_id", "srq" };
+	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
+	int base[NK], live[NK], after[NK];
+	pid_t me = getpid();
+
+	for (int k = 0; k < NK; k++)
+		base[k] = rdma_count(kinds[k], me);
+	if (base[0] < 0) {
+		fail("rdma resource show gives nothing: cannot count verbs objects");
+		return;
+	}
+	for (int round = 0; round < 2; round++) {
+		struct pair p;
+		struct mem m[4];
+		DAT_RMR_HANDLE rmr = NULL;
+		DAT_SRQ_HANDLE srq = NULL;
+		DAT_SRQ_ATTR sa = { 8, 1, 0 };
+		if (!pair_open(&p))
+			return;
+		for (int i = 0; i < 4; i++)
+			if (!mem_reg(p.ia, p.pz, 16384, DAT_MEM_PRIV_ALL_FLAG, &m[i]))
+				return;
+		CHECK_RC(dat_rmr_create(p.pz, &rmr), DAT_SUCCESS, "dat_rmr_create");
+		CHECK_RC(dat_srq_create(p.ia, p.pz, &sa, &srq), DAT_SUCCESS, "dat_srq_create");
+		for (int i = 0; i < 8; i++) {
+			DAT_LMR_TRIPLET t = triplet(&m[0], (size_t)i * 512, 512);
+			DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
+			CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &t, ck, 0), DAT_SUCCESS, "post_recv on B");
+			CHECK_RC(dat_ep_post_recv(p.a.ep, 1, &t, ck, 0), DAT_SUCCESS, "post_recv on A");
+		}
+		for (int i = 0; i < 4; i++) {
+			DAT_LMR_TRIPLET t = triplet(&m[1], (size_t)i * 512, 512);
+			DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
+			CHECK_RC(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "post_send on A");
+		}
+		for (int k = 0; k < NK; k++)
+			live[k] = rdma_count(kinds[k], me);
+		double t0 = now_s();
+		CHECK_RC(dat_ia_close(p.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS,
+			 "dat_ia_close(ABRUPT): 2 connected EPs, 20 DTOs posted, 4 LMRs, an RMR, an SRQ");
+		CHECK(now_s() - t0 < 20, "the abrupt close took %.1f s", now_s() - t0);
+		for (int k = 0; k < NK; k++) {
+			after[k] = rdma_count(kinds[k], me);
+			if (after[k] != base[k])
+				fail("round %d: rdma resource show %s: %d of this process after the close, %d before the "
+				     "open (%d while open)", round, kinds[k], after[k], base[k], live[k]);
+		}
+		if (round == 0) {
+			note("verbs objects before / open / after: qp %d/%d/%d cq %d/%d/%d mr %d/%d/%d pd %d/%d/%d "
+			     "cm_id %d/%d/%d srq %d/%d/%d", base[0], live[0], after[0], base[1], live[1], after[1], base[2],
+			     live[2], after[2], base[3], live[3], after[3], base[4], live[4], after[4], base[5], live[5],
+			     after[5]);
+			CHECK(live[0] >= base[0] + 2 && live[2] >= base[2] + 4 && live[3] >= base[3] + 1 &&
+			      live[4] >= base[4] + 3,
+			      "the open objects are not counted (qp %d mr %d pd %d cm_id %d): the check would prove nothing",
+			      live[0], live[2], live[3], live[4]);
+		}
+		CHECK_RC(dat_ep_free(p.a.ep), BAD_HANDLE(DAT_INVALID_HANDLE_EP), "dat_ep_free(EP of the closed IA)");
+		CHECK_RC(dat_lmr_free(m[0].lmr), BAD_HANDLE(DAT_INVALID_HANDLE_LMR), "dat_lmr_free(LMR of the closed IA)");
+		for (int i = 0; i < 4; i++)
+			free(m[i].buf);
+	}
+	g_stats.faults++;
+}
+
+/* More receives than the queue holds: DAT_INSUFFICIENT_RESOURCES; a send
+ * with no receive waiting is held (RNR), not lost, until one is posted. */
+static void case_recv_overrun(void)
+{
+	struct pair p;
+	struct mem mr, ms;
+	DAT_EP_ATTR attr = small_attr(4, 1);
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+	DAT_EVENT ev;
+	int posted = 0;
+	DAT_RETURN r = DAT_SUCCESS;
+
+	if (!pair_setup(&p, 256, &attr) || !pair_connect(&p) || !mem_reg(p.ia, p.pz, 65536, DAT_MEM_PRIV_ALL_FLAG, &mr) ||
+	    !mem_reg(p.ia, p.pz, 65536, DAT_MEM_PRIV_ALL_FLAG, &ms))
+		goto out;
+	/* the receive queue of B: at least 4 (as asked), and then refused */
+	while (posted < 128) {
+		DAT_LMR_TRIPLET t = triplet(&mr, (size_t)posted * 256, 256);
+		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)(posted + 1) };
+		r = CALL(dat_ep_post_recv(p.b.ep, 1, &t, ck, 0));
+		if (r != DAT_SUCCESS)
+			break;
+		posted++;
+	}
+	CHECK(posted >= 4 && posted < 128, "%d receives posted on an EP with max_recv_dtos 4", posted);
+	CHECK(DAT_GET_TYPE(r) == DAT_INSUFFICIENT_RESOURCES, "the receive past the queue: %s, expected "
+	      "DAT_INSUFFICIENT_RESOURCES", describe(r));
+	if (DAT_GET_TYPE(r) == DAT_INSUFFICIENT_RESOURCES)
+		g_stats.errors++;
+	/* A sends one message per receive, then one more */
+	for (int i = 0; i <= posted; i++) {
+		DAT_LMR_TRIPLET t = triplet(&ms, (size_t)i * 256, 256);
+		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)(1000 + i) };
+		memset(ms.buf + (size_t)i * 256, 0x40 + i, 256);
+		CHECK_RC(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "send %d", i);
+		if (i == posted)
+			break;
+		if (next_dto(p.a.req, WAIT_US, &d, "send") != DAT_DTO_SUCCESS)
+			goto out;
+		if (next_dto(p.b.recv, WAIT_US, &d, "receive") != DAT_DTO_SUCCESS)
+			goto out;
+		CHECK_EQ(d.user_cookie.as_64, (uint64_t)(i + 1), "receive cookie (order)");
+		CHECK(memcmp(mr.buf + (size_t)i * 256, ms.buf + (size_t)i * 256, 256) == 0, "receive %d: wrong data", i);
+		g_stats.bytes += 256;
+	}
+	/* the extra send waits for a receive: nothing completes */
+	if (wait_ev(p.a.req, 2 * SEC, &ev) == DAT_SUCCESS) {
+		fail("the send with no receive waiting completed (%s) instead of waiting for one",
+		     dto_status_name(ev.event_data.dto_completion_event_data.status));
+		goto out;
+	}
+	{
+		DAT_LMR_TRIPLET t = triplet(&mr, 40000, 256);
+		DAT_DTO_COOKIE ck = { .as_64 = 9999 };
+		CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &t, ck, 0), DAT_SUCCESS, "the late receive");
+	}
+	if (next_dto(p.b.recv, WAIT_US, &d, "late receive") == DAT_DTO_SUCCESS) {
+		CHECK_EQ(d.user_cookie.as_64, 9999, "late receive cookie");
+		CHECK(memcmp(mr.buf + 40000, ms.buf + (size_t)posted * 256, 256) == 0,
+		      "the held message arrived with the wrong data");
+		g_stats.bytes += 256;
+	}
+	if (next_dto(p.a.req, WAIT_US, &d, "the held send") == DAT_DTO_SUCCESS)
+		CHECK_EQ(d.user_cookie.as_64, (uint64_t)(1000 + posted), "held send cookie");
+	g_stats.ops += 2 * (posted + 1);
+	g_stats.faults++;
+out:
+	pair_close(&p);
+}
+
+/* A DTO EVD smaller than what completes into it: the overflow is reported
+ * on the IA's async EVD as DAT_ASYNC_ERROR_EVD_OVERFLOW. */
+static void case_cq_overflow(void)
+{
+	struct pair p;
+	struct mem m;
+	DAT_EP_ATTR attr = small_attr(64, 1);
+	DAT_EVD_HANDLE async = NULL, small;
+	DAT_EVENT ev;
+
+	if (!pair_setup(&p, 256, &attr) || !mem_reg(p.ia, p.pz, 65536, DAT_MEM_PRIV_ALL_FLAG, &m))
+		goto out;
+	CHECK_RC(dat_ia_query(p.ia, &async, 0, NULL, 0, NULL), DAT_SUCCESS, "dat_ia_query(async EVD)");
+	small = make_evd(p.ia, 4, DAT_EVD_DTO_FLAG);
+	if (!small)
+		goto out;
+	/* A's sends complete into the 4-entry EVD */
+	CHECK_RC(dat_ep_free(p.a.ep), DAT_SUCCESS, "dat_ep_free(A)");
+	CHECK_RC(dat_ep_create(p.ia, p.pz, p.a.recv, small, p.a.conn, &attr, &p.a.ep), DAT_SUCCESS,
+		 "dat_ep_create(A, request EVD of 4 entries)");
+	if (!pair_connect(&p))
+		goto out;
+	for (int i = 0; i < 32; i++) {
+		DAT_LMR_TRIPLET t = triplet(&m, (size_t)i * 256, 256);
+		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
+		CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &t, ck, 0), DAT_SUCCESS, "post_recv %d", i);
+	}
+	for (int i = 0; i < 32; i++) {
+		DAT_LMR_TRIPLET t = triplet(&m, 32768 + (size_t)i * 256, 256);
+		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
+		DAT_RETURN r = CALL(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG));
+		if (r != DAT_SUCCESS)
+			break;
+	}
+	DAT_RETURN r = wait_ev(async, 15 * SEC, &ev);
+	if (r != DAT_SUCCESS)
+		fail("no async event within 15 s of overflowing a 4-entry DTO EVD with 32 completions: %s", describe(r));
+	else if (ev.event_number != DAT_ASYNC_ERROR_EVD_OVERFLOW)
+		fail("async event %s, expected ASYNC_ERROR_EVD_OVERFLOW", event_name(ev.event_number));
+	else {
+		CHECK(ev.event_data.asynch_error_event_data.dat_handle == small,
+		      "overflow event names %p, expected the small EVD %p",
+		      (void *)ev.event_data.asynch_error_event_data.dat_handle, (void *)small);
+		g_stats.errors++;
+		g_stats.faults++;
+	}
+out:
+	pair_close(&p);
+}
+
+const struct ccase faults_cases[] = {
+	CASE("faults", peer_killed, 1),
+	CASE("faults", connect_no_listener, 1),
+	CASE("faults", connect_dead_listener, 1),
+	CASE("faults", server_restart, 1),
+	CASE("faults", abrupt_close_releases, 0),
+	CASE("faults", recv_overrun, 1),
+	CASE("faults", cq_overflow, 1),
+};
+const int faults_ncases = sizeof(faults_cases) / sizeof(faults_cases[0]);
