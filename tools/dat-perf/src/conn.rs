@@ -446,7 +446,7 @@ impl<'a> Session<'a> {
             }
             // The clock is read rarely: it costs more than a dequeue under emulation.
             spins += 1;
-            if spins % 4096 == 0 {
+            if spins & 4095 == 0 {
                 let now = Instant::now();
                 match deadline {
                     None => deadline = Some(now + self.timeout),

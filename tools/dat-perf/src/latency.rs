@@ -24,7 +24,7 @@ fn await_marker(s: &mut Session, size: u64, m: u8) -> Result<u64, String> {
             completed += 1;
         }
         spins += 1;
-        if spins % 4096 == 0 {
+        if spins & 4095 == 0 {
             let now = Instant::now();
             match deadline {
                 None => deadline = Some(now + s.timeout),
