@@ -22,7 +22,7 @@ PROV=$LIBDIR/libdaplibv.so.2
 
 # Cases that assert the right behaviour but fail on the provider today; each
 # names the bug (see ctest/README.md, "Conformance suite").  Printed, not run.
-KNOWN_BROKEN=${KNOWN_BROKEN-"post_disconnected_minor dup_connect_bad_handle other_ia_ep_evd remote_error_breaks_ep server_restart other_pz"}
+KNOWN_BROKEN=${KNOWN_BROKEN-"server_restart other_pz"}
 
 conf=$WORK/dat.conf
 {

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Cno {
-    ia: &'static Ia,
+    pub ia: &'static Ia,
     ia_handle: usize,
     evds: Mutex<Vec<usize>>,
     wake: Wake,

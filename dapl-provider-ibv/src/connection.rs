@@ -11,6 +11,7 @@ use crate::verbs::cm;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// IB CM reject reason for "the peer's consumer said no".
@@ -140,6 +141,10 @@ pub unsafe extern "C" fn dup_connect(
     _qos: DAT_QOS,
 ) -> DAT_RETURN {
     guard("dat_ep_dup_connect", || {
+        // The EP to connect is checked before the model EP's state.
+        if let Err(e) = ep::get(h) {
+            return e;
+        }
         let other = match ep::get(dup) {
             Ok(e) => e,
             Err(_) => return dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP),
@@ -229,9 +234,23 @@ fn event_pdata(ev: &ibv::rdma_cm_event) -> Vec<u8> {
     }
 }
 
+/// Held by the CM thread while it works on objects, and by consumer threads
+/// while they end one (the object's body is dropped in its slot): a handler
+/// never sees an EP, CR, PSP, RSP or UD resolution half torn down. Never
+/// held across rdma_destroy_id, which waits on the CM thread.
+static CM_BUSY: Mutex<()> = Mutex::new(());
+
+/// Runs `f` (which ends an object the CM thread may be looking at) while
+/// no connection event is being handled.
+pub fn quiesced<R>(f: impl FnOnce() -> R) -> R {
+    let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
 /// Handles one rdma_cm event on the CM thread. Returns an id to destroy
 /// once the event is acked.
 pub fn handle_event(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
+    let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     let id = ev.id;
     log::debug!("rdma_cm event {} status {} on id {id:p}", ev.event, ev.status);
     if ev.event == ibv::RDMA_CM_EVENT_CONNECT_REQUEST {
@@ -358,6 +377,7 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
 /// The CM thread's tick: ends active connects still pending past their
 /// timeout with DAT_CONNECTION_EVENT_TIMED_OUT. Returns µs to the next one.
 pub fn expire_connects(ia_h: usize) -> Option<u64> {
+    let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     let ia = handle::get::<crate::ia::Ia>(ia_h as DAT_HANDLE).ok()?;
     let now = std::time::Instant::now();
     let pending = |h: usize| ep::get(h as DAT_HANDLE).is_ok_and(|e| e.state.load(Ordering::Acquire) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);

@@ -45,7 +45,7 @@ pub fn destroy(h: DAT_HANDLE) {
     let Ok(cr) = handle::get::<Cr>(h) else { return };
     cr.ia.disown(h);
     let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if POOL.remove(h) && !id.is_null() {
+    if crate::connection::quiesced(|| POOL.remove(h)) && !id.is_null() {
         // SAFETY: a pending request id nobody accepted.
         unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
         cm::destroy_id(id);
@@ -100,7 +100,7 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
             let r = crate::ud::accept(cr, ep_h, ep, psize, pdata);
             if r == DAT_SUCCESS {
                 cr.ia.disown(h);
-                POOL.remove(h);
+                crate::connection::quiesced(|| POOL.remove(h));
             }
             return r;
         }
@@ -147,11 +147,11 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
             ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
             ep.with_qp(|q| q.to_reset_and_init(ep.ia.device.port));
             cm::destroy_id(id);
-            POOL.remove(h);
+            crate::connection::quiesced(|| POOL.remove(h));
             return error(DAT_INTERNAL_ERROR, 0);
         }
         cr.ia.disown(h);
-        POOL.remove(h);
+        crate::connection::quiesced(|| POOL.remove(h));
         DAT_SUCCESS
     })
 }
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_P
             cm::destroy_id(id);
         }
         cr.ia.disown(h);
-        POOL.remove(h);
+        crate::connection::quiesced(|| POOL.remove(h));
         DAT_SUCCESS
     })
 }

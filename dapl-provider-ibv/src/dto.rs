@@ -142,6 +142,10 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
     } else {
         (slot.owner, slot.op)
     };
+    if status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED {
+        // An error completion leaves the QP in error: the connection is gone.
+        crate::ep::break_on_error(owner);
+    }
     let received = op == DAT_DTO_RECEIVE || op == DAT_IB_DTO_RECV_UD;
     let len = if received { wc.byte_len as u64 } else { slot.len };
     // Immediate data or an IB extension operation makes it an extended event.

@@ -237,6 +237,25 @@ impl Ep {
     }
 }
 
+/// After an error completion on a connected RC EP: the EP is broken, the
+/// consumer hears so on its connection EVD, and the peer is told.
+#[cold]
+pub fn break_on_error(h: usize) {
+    let Ok(ep) = get(h as DAT_HANDLE) else { return };
+    if ep.ud.load(Ordering::Acquire) {
+        return;
+    }
+    if ep.state.compare_exchange(DAT_EP_STATE_CONNECTED, DAT_EP_STATE_DISCONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        ep.with_qp(|q| q.to_error());
+        let id = ep.cm_id.load(Ordering::Acquire);
+        if !id.is_null() {
+            // SAFETY: the EP's connected id; the peer's DISCONNECTED follows.
+            unsafe { ibv::rdma_disconnect(id) };
+        }
+        ep.post_conn_event(h as DAT_EP_HANDLE, DAT_CONNECTION_EVENT_BROKEN, &[]);
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn create_ep(
     ia_h: DAT_IA_HANDLE,
@@ -258,7 +277,14 @@ pub fn create_ep(
         Some(pz)
     };
     let opt_evd = |h: DAT_EVD_HANDLE, flag, minor| -> Result<Option<&'static Evd>, DAT_RETURN> {
-        if h.is_null() { Ok(None) } else { evd::require(h, flag, minor).map(Some) }
+        if h.is_null() {
+            return Ok(None);
+        }
+        // An EVD of another IA would tie this EP's QP to another device context.
+        match evd::require(h, flag, minor)? {
+            e if std::ptr::eq(e.ia, ia) => Ok(Some(e)),
+            _ => Err(invalid_handle(minor)),
+        }
     };
     let recv = opt_evd(recv_h, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?;
     let req = opt_evd(req_h, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?;
@@ -365,7 +391,7 @@ pub fn destroy(h: DAT_HANDLE) {
         // SAFETY: the EP's own connected id; a disconnect request is best effort.
         unsafe { ibv::rdma_disconnect(id) };
     }
-    if POOL.remove(h) {
+    if crate::connection::quiesced(|| POOL.remove(h)) {
         cm::destroy_id(id);
         for e in users.into_iter().filter(|&e| e != 0) {
             if let Ok(evd) = handle::get::<Evd>(e as DAT_HANDLE) {
@@ -444,7 +470,11 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
         }
         let swap = |slot: &AtomicUsize, new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
             if !new.is_null() {
-                evd::require(new, flag, minor)?.users.fetch_add(1, Ordering::AcqRel);
+                let e = evd::require(new, flag, minor)?;
+                if !std::ptr::eq(e.ia, ep.ia) {
+                    return Err(invalid_handle(minor));
+                }
+                e.users.fetch_add(1, Ordering::AcqRel);
             }
             let old = slot.swap(new as usize, Ordering::AcqRel);
             if let Ok(e) = handle::get::<Evd>(old as DAT_HANDLE) {
@@ -498,6 +528,17 @@ pub fn sges(n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, out: &mut [ibv::ibv_sge; 
         total += t.segment_length as u64;
     }
     Some((n as usize, total))
+}
+
+/// The DAT_INVALID_STATE minor for posting on an EP in state `s`.
+fn not_connected_minor(s: DAT_EP_STATE) -> u32 {
+    match s {
+        DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_DISCONNECT_PENDING => DAT_INVALID_STATE_EP_DISCONNECTED,
+        DAT_EP_STATE_ACTIVE_CONNECTION_PENDING => DAT_INVALID_STATE_EP_ACTCONNPENDING,
+        DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => DAT_INVALID_STATE_EP_PASSCONNPENDING,
+        DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => DAT_INVALID_STATE_EP_UNCONFIGURED,
+        _ => DAT_INVALID_STATE_EP_UNCONNECTED,
+    }
 }
 
 fn send_flags(flags: DAT_COMPLETION_FLAGS) -> u32 {
@@ -560,8 +601,11 @@ pub fn post_request(
         // A datagram needs a UD EP and an address; a UD EP has no connection.
         return if ud { invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED) } else { invalid_handle(DAT_INVALID_HANDLE_EP) };
     }
-    if !ud && ep.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
-        return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
+    if !ud {
+        match ep.state.load(Ordering::Acquire) {
+            DAT_EP_STATE_CONNECTED => {}
+            s => return invalid_state(not_connected_minor(s)),
+        }
     }
     let qp = ep.qp_ptr.load(Ordering::Acquire);
     let ring = ep.send_ring_ptr.load(Ordering::Acquire);

@@ -224,7 +224,10 @@ pub fn create_evd(
     let cno = if cno_h.is_null() {
         None
     } else {
-        Some(handle::get::<Cno>(cno_h).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_CNO))?)
+        match handle::get::<Cno>(cno_h) {
+            Ok(c) if std::ptr::eq(c.ia, ia) => Some(c),
+            _ => return Err(invalid_handle(DAT_INVALID_HANDLE_CNO)),
+        }
     };
     let cq = if flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG) != 0 {
         match Cq::create(ia.device.ctx, qlen) {
@@ -445,8 +448,8 @@ pub unsafe extern "C" fn modify_cno(h: DAT_EVD_HANDLE, cno_h: DAT_CNO_HANDLE) ->
             None
         } else {
             match handle::get::<Cno>(cno_h) {
-                Ok(c) => Some(c),
-                Err(_) => return invalid_handle(DAT_INVALID_HANDLE_CNO),
+                Ok(c) if std::ptr::eq(c.ia, evd.ia) => Some(c),
+                _ => return invalid_handle(DAT_INVALID_HANDLE_CNO),
             }
         };
         cno::detach_from(evd.cno.swap(0, Ordering::AcqRel), h);

@@ -162,7 +162,7 @@ fn destroy(h: DAT_HANDLE) {
     let id = psp.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
     let ud_id = psp.ud_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
     let evd = psp.evd;
-    if POOL.remove(h) {
+    if crate::connection::quiesced(|| POOL.remove(h)) {
         cm::destroy_id(id);
         cm::destroy_id(ud_id);
         if let Ok(e) = handle::get::<evd::Evd>(evd as DAT_HANDLE) {

@@ -88,7 +88,7 @@ fn destroy(h: DAT_HANDLE) {
     rsp.ia.disown(h);
     let id = rsp.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
     let (evd, ep_h) = (rsp.evd, rsp.ep);
-    if POOL.remove(h) {
+    if crate::connection::quiesced(|| POOL.remove(h)) {
         cm::destroy_id(id);
         if let Ok(e) = handle::get::<evd::Evd>(evd as DAT_HANDLE) {
             e.users.fetch_sub(1, Ordering::AcqRel);

@@ -66,7 +66,7 @@ fn destroy(h: DAT_HANDLE) {
     let Ok(c) = handle::get::<UdCm>(h) else { return };
     c.ia.disown(h);
     let id = c.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if POOL.remove(h) {
+    if crate::connection::quiesced(|| POOL.remove(h)) {
         cm::destroy_id(id);
     }
 }
