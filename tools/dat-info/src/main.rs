@@ -6,7 +6,6 @@ mod attrs;
 mod dat;
 mod generate;
 mod ifaddrs;
-mod json;
 mod libsearch;
 mod params;
 mod report;
@@ -14,7 +13,7 @@ mod sysfs;
 
 use crate::attrs::{Fields, SUMMARY_IA, SUMMARY_PROVIDER};
 use crate::dat::{LibDat2, LibProbe};
-use crate::json::Json;
+use json_writer::Json;
 use crate::report::{Ctx, EntryReport, Probes};
 use dat_abi::DAT_RETURN;
 use dat_registry::conf::{self, Conf, Entry};

@@ -6,7 +6,6 @@ mod args;
 mod bandwidth;
 mod conn;
 mod dat;
-mod json;
 mod latency;
 mod lmr;
 mod mem;
@@ -18,7 +17,7 @@ mod stats;
 
 use crate::args::{Args, Cmd, Test};
 use crate::dat::Dat;
-use crate::json::Json;
+use json_writer::Json;
 use crate::report::Row;
 use std::process::ExitCode;
 

@@ -1,4 +1,5 @@
-//! A small JSON value and writer (objects keep their key order).
+//! A small JSON value and writer (objects keep their key order), shared by
+//! the tools that print `--json` (dat-info, dat-perf).
 
 use std::fmt::Write;
 
@@ -7,6 +8,8 @@ pub enum Json {
     Null,
     Bool(bool),
     Int(i64),
+    /// Written with three decimals; NaN and infinities as null.
+    Float(f64),
     Str(String),
     Arr(Vec<Json>),
     Obj(Vec<(String, Json)>),
@@ -37,6 +40,8 @@ impl Json {
             Json::Null => out.push_str("null"),
             Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             Json::Int(i) => write!(out, "{i}").unwrap(),
+            Json::Float(f) if f.is_finite() => write!(out, "{f:.3}").unwrap(),
+            Json::Float(_) => out.push_str("null"),
             Json::Str(s) => quote(out, s),
             Json::Arr(a) if a.is_empty() => out.push_str("[]"),
             Json::Arr(a) => {
@@ -107,6 +112,16 @@ impl From<usize> for Json {
         Json::Int(i as i64)
     }
 }
+impl From<f64> for Json {
+    fn from(f: f64) -> Json {
+        Json::Float(f)
+    }
+}
+impl From<u64> for Json {
+    fn from(i: u64) -> Json {
+        Json::Int(i as i64)
+    }
+}
 impl From<u32> for Json {
     fn from(i: u32) -> Json {
         Json::Int(i as i64)
@@ -132,5 +147,12 @@ mod tests {
         let mut o = Json::obj();
         o.set("a", "x\"y\n").set("b", 3i64).set("c", vec!["p", "q"]).set("d", Option::<bool>::None).set("e", Json::obj());
         assert_eq!(o.render(), "{\n  \"a\": \"x\\\"y\\n\",\n  \"b\": 3,\n  \"c\": [\n    \"p\",\n    \"q\"\n  ],\n  \"d\": null,\n  \"e\": {}\n}");
+    }
+
+    #[test]
+    fn floats() {
+        let mut o = Json::obj();
+        o.set("x", 1.23456f64).set("y", f64::NAN).set("z", 2u64);
+        assert_eq!(o.render(), "{\n  \"x\": 1.235,\n  \"y\": null,\n  \"z\": 2\n}");
     }
 }
