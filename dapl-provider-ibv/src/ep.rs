@@ -607,16 +607,13 @@ pub fn post_request(
             s => return invalid_state(not_connected_minor(s)),
         }
     }
-    let qp = ep.qp_ptr.load(Ordering::Acquire);
-    let ring = ep.send_ring_ptr.load(Ordering::Acquire);
-    if qp.is_null() || ring.is_null() {
-        return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
-    }
+    let (qp, ring) = match ep.send_queue() {
+        Ok(q) => q,
+        Err(e) => return e,
+    };
     // SAFETY: all-zero SGEs are valid placeholders; sges() fills the first n.
     let mut list: [ibv::ibv_sge; MAX_IOV] = unsafe { std::mem::zeroed() };
     let Some((count, len)) = sges(n, iov, &mut list) else { return invalid_arg(DAT_INVALID_ARG2) };
-    // SAFETY: the ring lives as long as the QP we just read.
-    let ring = unsafe { &*ring };
     // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
     let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.remote.map_or(0, |r| r.rmr_context));
     // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
@@ -646,17 +643,39 @@ pub fn post_request(
         wr.wr.ud = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah: a.ah as *mut ibv::ibv_ah, remote_qpn: a.qpn, remote_qkey: crate::verbs::qp::UD_QKEY };
     }
     wr.__bindgen_anon_1.imm_data = req.imm;
+    match post_claimed(qp, ring, &mut wr) {
+        Ok(()) => DAT_SUCCESS,
+        Err(e) => e,
+    }
+}
+
+/// Posts a request whose slot is already claimed from `ring`; a refused
+/// post gives the claim back.
+#[inline]
+fn post_claimed(qp: *mut ibv::ibv_qp, ring: &Ring, wr: &mut ibv::ibv_send_wr) -> Result<(), DAT_RETURN> {
     let mut bad: *mut ibv::ibv_send_wr = std::ptr::null_mut();
-    // SAFETY: live QP; wr and its SGE list live on this stack frame for the call.
-    let rc = unsafe { ibv::ibv_post_send(qp, &mut wr, &mut bad) };
+    // SAFETY: live QP; wr and what it points at live on the caller's frame for the call.
+    let rc = unsafe { ibv::ibv_post_send(qp, wr, &mut bad) };
     if rc != 0 {
         ring.unclaim();
-        return post_error(rc);
+        return Err(post_error(rc));
     }
-    DAT_SUCCESS
+    Ok(())
 }
 
 impl Ep {
+    /// The QP and ring to post sends on, or why the EP has none yet.
+    #[inline]
+    fn send_queue(&self) -> Result<(*mut ibv::ibv_qp, &Ring), DAT_RETURN> {
+        let qp = self.qp_ptr.load(Ordering::Acquire);
+        let ring = self.send_ring_ptr.load(Ordering::Acquire);
+        if qp.is_null() || ring.is_null() {
+            return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED));
+        }
+        // SAFETY: the ring lives as long as the QP we just read.
+        Ok((qp, unsafe { &*ring }))
+    }
+
     /// Posts a memory-window work request (bind or invalidate) for the RMR
     /// `owner` on this connected EP; its completion is an RMR bind event on
     /// the request EVD, which must carry that stream.
@@ -675,26 +694,13 @@ impl Ep {
         if req.flags & DAT_EVD_RMR_BIND_FLAG == 0 {
             return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
         }
-        let qp = self.qp_ptr.load(Ordering::Acquire);
-        let ring = self.send_ring_ptr.load(Ordering::Acquire);
-        if qp.is_null() || ring.is_null() {
-            return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED));
-        }
-        // SAFETY: the ring lives as long as the QP we just read.
-        let ring = unsafe { &*ring };
+        let (qp, ring) = self.send_queue()?;
         // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
         let mut wr: ibv::ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = ring.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0);
         wr.send_flags = if signaled { ibv::IBV_SEND_SIGNALED } else { 0 };
         fill(&mut wr);
-        let mut bad: *mut ibv::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: live QP; wr lives for the call.
-        let rc = unsafe { ibv::ibv_post_send(qp, &mut wr, &mut bad) };
-        if rc != 0 {
-            ring.unclaim();
-            return Err(post_error(rc));
-        }
-        Ok(())
+        post_claimed(qp, ring, &mut wr)
     }
 
     /// Completes a window operation that needed no work request (unbinding
