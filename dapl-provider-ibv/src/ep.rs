@@ -514,20 +514,38 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
     })
 }
 
-/// Builds the SGE list for a post; false if a count or triplet is bad.
-#[inline]
-pub fn sges(n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET, out: &mut [ibv::ibv_sge; MAX_IOV]) -> Option<(usize, u64)> {
-    if n < 0 || n as usize > MAX_IOV || (n > 0 && iov.is_null()) {
-        return None;
+/// A post's SGE list on the stack. Left uninitialised past the entries a
+/// post fills: clearing all 32 would cost a 512-byte memset per post.
+pub struct SgeList([std::mem::MaybeUninit<ibv::ibv_sge>; MAX_IOV]);
+
+impl SgeList {
+    #[inline]
+    pub fn new() -> Self {
+        SgeList([const { std::mem::MaybeUninit::uninit() }; MAX_IOV])
     }
-    let mut total = 0u64;
-    for (i, slot) in out.iter_mut().enumerate().take(n as usize) {
-        // SAFETY: the consumer gave n triplets at iov.
-        let t = unsafe { &*iov.add(i) };
-        *slot = ibv::ibv_sge { addr: t.virtual_address, length: t.segment_length, lkey: t.lmr_context };
-        total += t.segment_length as u64;
+
+    /// Fills the list from the consumer's triplets: (count, total bytes), or
+    /// None if the count or the triplet pointer is bad.
+    #[inline]
+    pub fn fill(&mut self, n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET) -> Option<(usize, u64)> {
+        if n < 0 || n as usize > MAX_IOV || (n > 0 && iov.is_null()) {
+            return None;
+        }
+        let mut total = 0u64;
+        for (i, slot) in self.0.iter_mut().enumerate().take(n as usize) {
+            // SAFETY: the consumer gave n triplets at iov.
+            let t = unsafe { &*iov.add(i) };
+            slot.write(ibv::ibv_sge { addr: t.virtual_address, length: t.segment_length, lkey: t.lmr_context });
+            total += t.segment_length as u64;
+        }
+        Some((n as usize, total))
     }
-    Some((n as usize, total))
+
+    /// For the work request; verbs reads only the `count` entries `fill` wrote.
+    #[inline]
+    pub fn as_mut_ptr(&mut self) -> *mut ibv::ibv_sge {
+        self.0.as_mut_ptr() as *mut ibv::ibv_sge
+    }
 }
 
 /// The DAT_INVALID_STATE minor for posting on an EP in state `s`.
@@ -611,9 +629,8 @@ pub fn post_request(
         Ok(q) => q,
         Err(e) => return e,
     };
-    // SAFETY: all-zero SGEs are valid placeholders; sges() fills the first n.
-    let mut list: [ibv::ibv_sge; MAX_IOV] = unsafe { std::mem::zeroed() };
-    let Some((count, len)) = sges(n, iov, &mut list) else { return invalid_arg(DAT_INVALID_ARG2) };
+    let mut list = SgeList::new();
+    let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
     // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
     let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.remote.map_or(0, |r| r.rmr_context));
     // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
@@ -814,9 +831,8 @@ pub unsafe extern "C" fn post_recv(
         if qp.is_null() || ring.is_null() {
             return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
         }
-        // SAFETY: as in post_request.
-        let mut list: [ibv::ibv_sge; MAX_IOV] = unsafe { std::mem::zeroed() };
-        let Some((count, len)) = sges(n, iov, &mut list) else { return invalid_arg(DAT_INVALID_ARG2) };
+        let mut list = SgeList::new();
+        let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
         // SAFETY: the ring lives as long as the QP.
         let ring = unsafe { &*ring };
         // SAFETY: plain 8-byte union.

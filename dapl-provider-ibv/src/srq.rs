@@ -147,9 +147,8 @@ pub unsafe extern "C" fn post_recv(
             Ok(s) => s,
             Err(e) => return e,
         };
-        // SAFETY: all-zero SGEs; sges() fills the first n.
-        let mut list: [ibv::ibv_sge; crate::ep::MAX_IOV] = unsafe { std::mem::zeroed() };
-        let Some((count, len)) = crate::ep::sges(n, iov, &mut list) else { return invalid_arg(DAT_INVALID_ARG2) };
+        let mut list = crate::ep::SgeList::new();
+        let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
         // SAFETY: plain 8-byte union.
         let wr_id = s.ring.claim(h as usize, unsafe { cookie.as_64 }, len, crate::dto::OP_SRQ_RECV, 0);
         let mut wr = ibv::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: list.as_mut_ptr(), num_sge: count as i32 };
