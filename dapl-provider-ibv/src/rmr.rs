@@ -26,7 +26,9 @@ pub struct Rmr {
     bound: Mutex<(DAT_LMR_TRIPLET, DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE)>,
 }
 
-pub const RANK: u8 = 7;
+/// Before the EPs: a type 2 window bound through a QP holds that QP, and
+/// destroying the QP first stalls in the device for about 50 s (rxe).
+pub const RANK: u8 = 9;
 
 static POOL: Pool<Rmr> = Pool::new();
 
@@ -217,12 +219,16 @@ pub unsafe extern "C" fn bind(
                         return e;
                     }
                 }
-                let key = ibv::ibv_inc_rkey(if current == 0 { r.mw.rkey() } else { current });
+                // Every bind takes a new 8-bit key, so an old rkey stops working.
+                let key = ibv::ibv_inc_rkey(r.mw.rkey());
                 ep.post_window_op(h as usize, cookie, signaled, |wr| {
                     wr.opcode = ibv::IBV_WR_BIND_MW;
                     wr.__bindgen_anon_2.bind_mw = ibv::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 { mw: r.mw.0, rkey: key, bind_info: info };
                 })
-                .map(|_| key)
+                .map(|_| {
+                    r.mw.set_rkey(key);
+                    key
+                })
             };
             match posted {
                 Ok(k) => k,

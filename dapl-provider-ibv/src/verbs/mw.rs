@@ -27,6 +27,14 @@ impl Mw {
         // SAFETY: live MW.
         unsafe { (*self.0).rkey }
     }
+
+    /// Records the rkey a posted type 2 bind gave the window. The provider
+    /// library sends `mw->rkey` with the next bind, and the device refuses a
+    /// bind that names a key the window no longer has (rxe: MW_BIND_ERR).
+    pub fn set_rkey(&self, rkey: u32) {
+        // SAFETY: live MW; rkey is the consumer-maintained field for type 2 windows.
+        unsafe { (*self.0).rkey = rkey }
+    }
 }
 
 impl Drop for Mw {
