@@ -57,6 +57,7 @@ section guest-dat-info tools/rxe-vm/run-in-guest.sh tools/dat-info/guest-check.s
 section guest-provider tools/rxe-vm/run-in-guest.sh ctest/guest/provider.sh
 section guest-ibv-programs tools/rxe-vm/run-in-guest.sh ctest/guest/ibv-programs.sh
 section guest-interop tools/rxe-vm/run-in-guest.sh ctest/guest/interop.sh
+section guest-rmr tools/rxe-vm/run-in-guest.sh ctest/guest/rmr.sh
 section guest-conformance tools/rxe-vm/run-in-guest.sh ctest/guest/conformance.sh
 
 rm -rf "$log"
