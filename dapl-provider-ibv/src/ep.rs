@@ -174,7 +174,7 @@ impl Ep {
         }
         *self.qp.lock().unwrap_or_else(|e| e.into_inner()) = Some(qp);
         self.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
-        log::debug!("EP {h:p} configured");
+        log::debug!("EP {h:p} configured (QP {})", self.qp_num().unwrap_or(0));
         Ok(())
     }
 
@@ -280,9 +280,11 @@ pub fn create_ep(
         if h.is_null() {
             return Ok(None);
         }
-        // An EVD of another IA would tie this EP's QP to another device context.
+        // A DTO EVD of another IA would tie this EP's QP to a CQ of another
+        // device context. A connection EVD is only a software queue, and
+        // dapltest's limit test shares one across IAs, as DAPL allows.
         match evd::require(h, flag, minor)? {
-            e if std::ptr::eq(e.ia, ia) => Ok(Some(e)),
+            e if flag != DAT_EVD_DTO_FLAG || std::ptr::eq(e.ia, ia) => Ok(Some(e)),
             _ => Err(invalid_handle(minor)),
         }
     };
@@ -471,7 +473,7 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
         let swap = |slot: &AtomicUsize, new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
             if !new.is_null() {
                 let e = evd::require(new, flag, minor)?;
-                if !std::ptr::eq(e.ia, ep.ia) {
+                if flag == DAT_EVD_DTO_FLAG && !std::ptr::eq(e.ia, ep.ia) {
                     return Err(invalid_handle(minor));
                 }
                 e.users.fetch_add(1, Ordering::AcqRel);
