@@ -58,6 +58,7 @@ section guest-provider tools/rxe-vm/run-in-guest.sh ctest/guest/provider.sh
 section guest-ibv-programs tools/rxe-vm/run-in-guest.sh ctest/guest/ibv-programs.sh
 section guest-interop tools/rxe-vm/run-in-guest.sh ctest/guest/interop.sh
 section guest-rmr tools/rxe-vm/run-in-guest.sh ctest/guest/rmr.sh
+section guest-dat-perf tools/rxe-vm/run-in-guest.sh tools/dat-perf/guest-check.sh
 section guest-conformance tools/rxe-vm/run-in-guest.sh ctest/guest/conformance.sh
 
 rm -rf "$log"
