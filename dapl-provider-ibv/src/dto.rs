@@ -1,9 +1,9 @@
 //! What a posted work request remembers until its completion: the wr_id of
-//! every verbs request is the address of one of these slots, so a completion
+//! every backend request is the address of one of these slots, so a completion
 //! becomes a DAT event with no lookup and no allocation.
 
 use dat_abi::*;
-use rdma_core_sys as ibv;
+use crate::backend::{Completion, CompletionKind};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -98,26 +98,10 @@ impl Drop for Ring {
     }
 }
 
-pub fn status_of(wc_status: u32) -> DAT_DTO_COMPLETION_STATUS {
-    match wc_status {
-        ibv::IBV_WC_SUCCESS => DAT_DTO_SUCCESS,
-        ibv::IBV_WC_WR_FLUSH_ERR => DAT_DTO_ERR_FLUSHED,
-        ibv::IBV_WC_LOC_LEN_ERR => DAT_DTO_ERR_LOCAL_LENGTH,
-        ibv::IBV_WC_LOC_QP_OP_ERR => DAT_DTO_ERR_LOCAL_EP,
-        ibv::IBV_WC_LOC_PROT_ERR | ibv::IBV_WC_LOC_ACCESS_ERR => DAT_DTO_ERR_LOCAL_PROTECTION,
-        ibv::IBV_WC_BAD_RESP_ERR => DAT_DTO_ERR_BAD_RESPONSE,
-        ibv::IBV_WC_REM_ACCESS_ERR | ibv::IBV_WC_MW_BIND_ERR => DAT_DTO_ERR_REMOTE_ACCESS,
-        ibv::IBV_WC_REM_INV_REQ_ERR | ibv::IBV_WC_REM_OP_ERR | ibv::IBV_WC_REM_INV_RD_REQ_ERR
-        | ibv::IBV_WC_REM_ABORT_ERR => DAT_DTO_ERR_REMOTE_RESPONDER,
-        ibv::IBV_WC_RNR_RETRY_EXC_ERR => DAT_DTO_ERR_RECEIVER_NOT_READY,
-        _ => DAT_DTO_ERR_TRANSPORT,
-    }
-}
-
 /// Fills `ev` from a work completion on the EVD `evd`; false if the
 /// completion belongs to an EP that has since been freed.
 #[inline]
-pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) -> bool {
+pub fn event_from_completion(wc: &Completion, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) -> bool {
     // SAFETY: every wr_id we post is the address of a slot in a ring whose
     // memory is never freed (see Ring::new).
     let slot = unsafe { &*(wc.wr_id as *const DtoSlot) };
@@ -127,7 +111,7 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
     // SAFETY: `done` is the address of the ring's static counter.
     unsafe { &*(slot.done as *const AtomicUsize) }.fetch_add(1, Ordering::AcqRel);
     ev.evd_handle = evd;
-    let status = status_of(wc.status);
+    let status = wc.status;
     if slot.op == OP_RMR_BIND {
         ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
         ev.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA {
@@ -167,9 +151,8 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
         let x = ext_data(ev);
         x.type_ = kind.unwrap_or(0);
         x.status = if status == DAT_DTO_SUCCESS { DAT_OP_SUCCESS } else { DAT_IB_OP_ERR };
-        // SAFETY: the immediate word is valid whenever the flag says so;
-        // DAPL hands it on as it arrives, so we do too (no byte swap).
-        x.val.immed.data = if wc.wc_flags & ibv::IBV_WC_WITH_IMM != 0 { unsafe { wc.__bindgen_anon_1.imm_data } } else { 0 };
+        // DAPL hands the immediate word on as it arrives, so we do too (no byte swap).
+        x.val.immed.data = wc.imm.unwrap_or(0);
         x.__bindgen_anon_1.remote_ah = DAT_IB_ADDR_HANDLE { ah: std::ptr::null_mut(), qpn, ..Default::default() };
     }
     true
@@ -178,10 +161,10 @@ pub fn event_from_wc(wc: &ibv::ibv_wc, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) 
 /// The IB-extension view of a DTO completion: (the DTO type to report, the
 /// extension type, the source QP for UD). None for a plain DTO.
 #[inline]
-fn extended(wc: &ibv::ibv_wc, op: u32) -> Option<(u32, Option<DAT_IB_EXT_TYPE>, u32)> {
-    let imm = wc.wc_flags & ibv::IBV_WC_WITH_IMM != 0;
+fn extended(wc: &Completion, op: u32) -> Option<(u32, Option<DAT_IB_EXT_TYPE>, u32)> {
+    let imm = wc.imm.is_some();
     match op {
-        DAT_DTO_RECEIVE if wc.opcode == ibv::IBV_WC_RECV_RDMA_WITH_IMM => {
+        DAT_DTO_RECEIVE if wc.kind == CompletionKind::RecvRdmaWithImm => {
             Some((DAT_IB_DTO_RECV_IMMED, Some(DAT_IB_RDMA_WRITE_IMMED_DATA), 0))
         }
         DAT_DTO_RECEIVE if imm => Some((DAT_IB_DTO_RECV_MSG_IMMED, Some(DAT_IB_RECV_IMMED_DATA), 0)),
@@ -212,13 +195,8 @@ pub fn ext_data(ev: &mut DAT_EVENT) -> &mut DAT_IB_EXTENSION_EVENT_DATA {
 mod tests {
     use super::*;
 
-    fn wc(wr_id: u64, status: u32, byte_len: u32) -> ibv::ibv_wc {
-        // SAFETY: plain C data.
-        let mut w: ibv::ibv_wc = unsafe { std::mem::zeroed() };
-        w.wr_id = wr_id;
-        w.status = status;
-        w.byte_len = byte_len;
-        w
+    fn wc(wr_id: u64, status: DAT_DTO_COMPLETION_STATUS, byte_len: u32) -> Completion {
+        Completion { wr_id, status, byte_len, ..Default::default() }
     }
 
     #[test]
@@ -229,14 +207,14 @@ mod tests {
         let recv = ring.claim(0x1000, 43, 4096, DAT_DTO_RECEIVE, 0);
         // SAFETY: DAT_EVENT is plain C data.
         let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
-        assert!(event_from_wc(&wc(send, ibv::IBV_WC_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        assert!(event_from_completion(&wc(send, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
         // SAFETY: the event number says which member is filled.
         let d = unsafe { ev.event_data.dto_completion_event_data };
         assert_eq!(ev.event_number, DAT_DTO_COMPLETION_EVENT);
         assert_eq!((d.ep_handle as usize, unsafe { d.user_cookie.as_64 }, d.transfered_length), (0x1000, 42, 300));
         assert_eq!((d.status, d.operation), (DAT_DTO_SUCCESS, DAT_DTO_SEND));
         // A receive reports the bytes that arrived, not the buffer size.
-        assert!(event_from_wc(&wc(recv, ibv::IBV_WC_WR_FLUSH_ERR, 17), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        assert!(event_from_completion(&wc(recv, DAT_DTO_ERR_FLUSHED, 17), 0x2000 as DAT_EVD_HANDLE, &mut ev));
         // SAFETY: as above.
         let d = unsafe { ev.event_data.dto_completion_event_data };
         assert_eq!((d.transfered_length, d.status, d.operation), (17, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE));
@@ -244,14 +222,6 @@ mod tests {
         // Once the owner is gone, a late completion is dropped.
         let late = ring.claim(0x1000, 44, 1, DAT_DTO_SEND, 0);
         drop(ring);
-        assert!(!event_from_wc(&wc(late, ibv::IBV_WC_WR_FLUSH_ERR, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
-    }
-
-    #[test]
-    fn verbs_status_to_dat_status() {
-        assert_eq!(status_of(ibv::IBV_WC_REM_ACCESS_ERR), DAT_DTO_ERR_REMOTE_ACCESS);
-        assert_eq!(status_of(ibv::IBV_WC_LOC_LEN_ERR), DAT_DTO_ERR_LOCAL_LENGTH);
-        assert_eq!(status_of(ibv::IBV_WC_RNR_RETRY_EXC_ERR), DAT_DTO_ERR_RECEIVER_NOT_READY);
-        assert_eq!(status_of(ibv::IBV_WC_RETRY_EXC_ERR), DAT_DTO_ERR_TRANSPORT);
+        assert!(!event_from_completion(&wc(late, DAT_DTO_ERR_FLUSHED, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
     }
 }

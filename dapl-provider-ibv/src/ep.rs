@@ -148,7 +148,7 @@ impl Ep {
         } else {
             crate::srq::get(self.srq as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_SRQ))?.srq.0
         };
-        let qp = Qp::create(pz.pd.0, send_cq, recv_cq, srq, &caps).map_err(|e| {
+        let qp = Qp::create(pz.pd.pd, send_cq, recv_cq, srq, &caps).map_err(|e| {
             log::warn!("ibv_create_qp: {e}");
             no_resources(DAT_RESOURCE_TEP)
         })?;
@@ -189,9 +189,9 @@ impl Ep {
         self.ud.load(Ordering::Acquire)
     }
 
-    /// The EP's protection domain, for address handles.
-    pub fn pd(&self) -> Option<*mut ibv::ibv_pd> {
-        handle::get::<Pz>(self.pz.load(Ordering::Acquire) as DAT_HANDLE).ok().map(|p| p.pd.0)
+    /// The EP's protection zone, for address handles.
+    pub fn pz(&self) -> Option<&'static Pz> {
+        handle::get::<Pz>(self.pz.load(Ordering::Acquire) as DAT_HANDLE).ok()
     }
 
     pub fn uses_srq(&self) -> bool {

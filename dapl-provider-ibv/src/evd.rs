@@ -1,6 +1,6 @@
 //! Event dispatchers.
 //!
-//! DTO and RMR-bind streams are a verbs CQ that dequeue reads directly.
+//! DTO and RMR-bind streams are a backend CQ that dequeue reads directly.
 //! Connection, CR, async and software events are a bounded software queue
 //! filled by the connection manager thread or dat_evd_post_se. A waiter
 //! sleeps on the CQ's completion channel and the queue's eventfd together.
@@ -9,11 +9,10 @@ use crate::cno::{self, Cno};
 use crate::dto;
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
-use crate::verbs::cq::Cq;
+use crate::backend::{self, Completion, CqOps, DeviceOps};
 use crate::wake::{self, Wake};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -23,11 +22,11 @@ pub struct Evd {
     ia_handle: usize,
     pub flags: DAT_EVD_FLAGS,
     qlen: AtomicI32,
-    pub cq: Option<Cq>,
+    pub cq: Option<backend::Cq>,
     sw: Mutex<VecDeque<DAT_EVENT>>,
     /// Completions already taken off the CQ (by threshold waits and CNO
     /// checks) but not yet dequeued; read before the CQ to keep order.
-    pending: Mutex<VecDeque<ibv::ibv_wc>>,
+    pending: Mutex<VecDeque<Completion>>,
     /// sw + pending length, read without locking on the fast path.
     queued: AtomicUsize,
     wake: Wake,
@@ -104,11 +103,10 @@ impl Evd {
             return true;
         }
         if let Some(cq) = &self.cq {
-            // SAFETY: ibv_wc is plain C data; poll overwrites what it reports.
-            let mut wc: ibv::ibv_wc = unsafe { std::mem::zeroed() };
+            let mut wc = Completion::default();
             // Completions of freed EPs are skipped, not reported.
             while cq.poll(&mut wc) {
-                if dto::event_from_wc(&wc, me, out) {
+                if dto::event_from_completion(&wc, me, out) {
                     return true;
                 }
             }
@@ -121,7 +119,7 @@ impl Evd {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             while let Some(wc) = pending.pop_front() {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
-                if dto::event_from_wc(&wc, me, out) {
+                if dto::event_from_completion(&wc, me, out) {
                     return true;
                 }
             }
@@ -140,8 +138,7 @@ impl Evd {
         let Some(cq) = &self.cq else { return self.queued.load(Ordering::Acquire) };
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         while self.queued.load(Ordering::Acquire) < want {
-            // SAFETY: ibv_wc is plain C data.
-            let mut wc: ibv::ibv_wc = unsafe { std::mem::zeroed() };
+            let mut wc = Completion::default();
             if !cq.poll(&mut wc) {
                 break;
             }
@@ -230,10 +227,10 @@ pub fn create_evd(
         }
     };
     let cq = if flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG) != 0 {
-        match Cq::create(ia.device.ctx, qlen) {
+        match ia.device.create_cq(qlen) {
             Ok(cq) => Some(cq),
             Err(e) => {
-                log::warn!("ibv_create_cq({qlen}): {e}");
+                log::warn!("creating a CQ of {qlen}: {e}");
                 return Err(no_resources(DAT_RESOURCE_TEVD));
             }
         }
@@ -259,8 +256,7 @@ pub fn create_evd(
         overflows: AtomicUsize::new(0),
     }, ia.table());
     if let Some(cq) = &handle::get::<Evd>(h).expect("just created").cq {
-        // SAFETY: cq_context is ours to set; async events about this CQ name the EVD.
-        unsafe { (*cq.cq).cq_context = h };
+        cq.set_context(h);
     }
     if let Some(c) = cno {
         c.attach(h);

@@ -6,6 +6,7 @@
 //! call into libibverbs/librdmacm is under `verbs/`.
 
 mod async_error;
+mod backend;
 mod cno;
 mod connection;
 mod cr;

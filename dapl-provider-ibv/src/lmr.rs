@@ -4,10 +4,9 @@
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::pz::Pz;
-use crate::verbs::mr::Mr;
+use crate::backend::{self, MrOps, PdOps};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, no_resources};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::sync::atomic::Ordering;
 
 pub struct Lmr {
@@ -19,7 +18,7 @@ pub struct Lmr {
     len: u64,
     privs: DAT_MEM_PRIV_FLAGS,
     va_type: DAT_VA_TYPE,
-    pub mr: Mr,
+    pub mr: backend::Mr,
     /// RMRs bound into this region; it cannot be freed while any are.
     pub windows: std::sync::atomic::AtomicUsize,
 }
@@ -36,27 +35,6 @@ static POOL: Pool<Lmr> = Pool::new();
 impl Object for Lmr {
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_LMR;
     const INVALID: u32 = DAT_INVALID_HANDLE_LMR;
-}
-
-/// DAT privileges to verbs access flags. Local write is asked for only when
-/// granted (or implied by remote write, which verbs require it for), so
-/// read-only memory can be registered as a send source.
-pub fn access_flags(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
-    let mut a = 0;
-    if privs & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG) != 0 {
-        a |= ibv::IBV_ACCESS_LOCAL_WRITE;
-    }
-    if privs & DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
-        a |= ibv::IBV_ACCESS_REMOTE_READ;
-    }
-    if privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
-        a |= ibv::IBV_ACCESS_REMOTE_WRITE;
-    }
-    // The IB extension's atomic privilege; verbs require local write with it.
-    if privs & DAT_IB_MEM_PRIV_REMOTE_ATOMIC != 0 {
-        a |= ibv::IBV_ACCESS_REMOTE_ATOMIC | ibv::IBV_ACCESS_LOCAL_WRITE;
-    }
-    a
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -110,24 +88,11 @@ pub unsafe extern "C" fn create(
         if len == 0 || addr.is_null() {
             return invalid_arg(if addr.is_null() { DAT_INVALID_ARG3 } else { DAT_INVALID_ARG4 });
         }
-        // Windows are bound over LMRs, so regions allow it where the device has
-        // windows. The kernel pins such a region writable, so read-only memory
-        // (which no window could expose for writing anyway) is registered
-        // without it.
-        let access = access_flags(privs);
-        let with_mw = crate::rmr::windows(ia).0;
-        let registered = if with_mw {
-            match Mr::register(pz.pd.0, addr, len as usize, access | ibv::IBV_ACCESS_MW_BIND) {
-                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Mr::register(pz.pd.0, addr, len as usize, access),
-                other => other,
-            }
-        } else {
-            Mr::register(pz.pd.0, addr, len as usize, access)
-        };
+        let registered = pz.pd.register(addr, len as usize, privs);
         let mr = match registered {
             Ok(mr) => mr,
             Err(e) => {
-                log::warn!("ibv_reg_mr of {len} bytes at {addr:p}: {e}");
+                log::warn!("registering {len} bytes at {addr:p}: {e}");
                 return match e.raw_os_error() {
                     Some(libc::EFAULT) | Some(libc::EINVAL) => error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3),
                     _ => no_resources(DAT_RESOURCE_MEMORY_REGION),
@@ -242,28 +207,4 @@ pub unsafe extern "C" fn sync_rdma_read(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_T
 
 pub unsafe extern "C" fn sync_rdma_write(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
     guard("dat_lmr_sync_rdma_write", || sync(ia, iov, n))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn privileges_to_access_flags() {
-        assert_eq!(access_flags(DAT_MEM_PRIV_LOCAL_READ_FLAG), 0);
-        assert_eq!(access_flags(DAT_MEM_PRIV_LOCAL_WRITE_FLAG), ibv::IBV_ACCESS_LOCAL_WRITE);
-        assert_eq!(
-            access_flags(DAT_MEM_PRIV_REMOTE_WRITE_FLAG),
-            ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE
-        );
-        assert_eq!(access_flags(DAT_MEM_PRIV_REMOTE_READ_FLAG), ibv::IBV_ACCESS_REMOTE_READ);
-        assert_eq!(
-            access_flags(DAT_MEM_PRIV_ALL_FLAG),
-            ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ
-        );
-        assert_eq!(
-            access_flags(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC),
-            ibv::IBV_ACCESS_REMOTE_READ | ibv::IBV_ACCESS_REMOTE_ATOMIC | ibv::IBV_ACCESS_LOCAL_WRITE
-        );
-    }
 }

@@ -1,8 +1,8 @@
-//! Protection zones: a verbs protection domain.
+//! Protection zones: a backend protection domain.
 
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
-use crate::verbs::pd::Pd;
+use crate::backend::{self, DeviceOps};
 use dat_abi::status::{guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub struct Pz {
     pub ia: &'static Ia,
     pub ia_handle: usize,
-    pub pd: Pd,
+    pub pd: backend::Pd,
     /// LMRs, RMRs, EPs and SRQs using this PZ; it cannot be freed while any do.
     pub users: AtomicUsize,
 }
@@ -34,9 +34,12 @@ pub unsafe extern "C" fn create(ia_h: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) ->
         if out.is_null() {
             return invalid_arg(DAT_INVALID_ARG2);
         }
-        let Some(pd) = Pd::alloc(ia.device.ctx) else {
-            log::warn!("ibv_alloc_pd: {}", std::io::Error::last_os_error());
-            return no_resources(DAT_RESOURCE_PROTECTION_DOMAIN);
+        let pd = match ia.device.alloc_pd() {
+            Ok(pd) => pd,
+            Err(e) => {
+                log::warn!("allocating a protection domain: {e}");
+                return no_resources(DAT_RESOURCE_PROTECTION_DOMAIN);
+            }
         };
         let h = POOL.insert(Pz { ia, ia_handle: ia_h as usize, pd, users: AtomicUsize::new(0) }, ia.table());
         ia.adopt(h, RANK, destroy);

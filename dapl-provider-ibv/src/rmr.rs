@@ -6,7 +6,7 @@ use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::lmr::Lmr;
 use crate::pz::Pz;
-use crate::verbs::mw::Mw;
+use crate::backend::{self, MrOps, MwOps, PdOps};
 use dat_abi::status::{error, guard, invalid_arg, invalid_state};
 use dat_abi::*;
 use rdma_core_sys as ibv;
@@ -17,7 +17,7 @@ pub struct Rmr {
     ia: &'static Ia,
     pz: &'static Pz,
     pz_handle: usize,
-    mw: Mw,
+    mw: backend::Mw,
     /// The rkey a peer must use now (0 while unbound).
     context: AtomicU32,
     /// The LMR the window is bound to (0 while unbound), which cannot be
@@ -39,10 +39,7 @@ impl Object for Rmr {
 
 /// Whether the device offers memory windows at all, and of type 2.
 pub fn windows(ia: &Ia) -> (bool, bool) {
-    let caps = ia.device.dev_attr.device_cap_flags;
-    let any = ia.device.dev_attr.max_mw > 0 || caps & ibv::IBV_DEVICE_MEM_WINDOW != 0;
-    let type2 = caps & (ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2A | ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
-    (any, type2)
+    ia.device.windows()
 }
 
 fn access(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
@@ -69,10 +66,10 @@ pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -
         if !any {
             return error(DAT_MODEL_NOT_SUPPORTED, 0);
         }
-        let mw = match Mw::alloc(pz.pd.0, type2) {
+        let mw = match pz.pd.alloc_mw(type2) {
             Ok(m) => m,
             Err(e) => {
-                log::warn!("ibv_alloc_mw: {e}");
+                log::warn!("allocating a memory window: {e}");
                 return dat_abi::status::no_resources(DAT_RESOURCE_MEMORY_REGION);
             }
         };

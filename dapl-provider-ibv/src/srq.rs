@@ -7,7 +7,7 @@ use crate::dto::Ring;
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::pz::Pz;
-use crate::verbs::srq::VSrq;
+use crate::backend::{self, PdOps, SrqOps};
 use dat_abi::status::{guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
@@ -20,7 +20,7 @@ pub struct Srq {
     ia_handle: usize,
     pz: &'static Pz,
     pz_handle: usize,
-    pub srq: VSrq,
+    pub srq: backend::Srq,
     ring: Ring,
     attr: Mutex<DAT_SRQ_ATTR>,
     /// EPs using this SRQ; it cannot be freed while any do.
@@ -84,10 +84,10 @@ pub unsafe extern "C" fn create(
         if out.is_null() {
             return invalid_arg(DAT_INVALID_ARG4);
         }
-        let srq = match VSrq::create(pz.pd.0, a.max_recv_dtos as u32, a.max_recv_iov as u32, a.low_watermark as u32) {
+        let srq = match pz.pd.create_srq(a.max_recv_dtos as u32, a.max_recv_iov as u32, a.low_watermark as u32) {
             Ok(s) => s,
             Err(e) => {
-                log::warn!("ibv_create_srq: {e}");
+                log::warn!("creating an SRQ: {e}");
                 return no_resources(DAT_RESOURCE_SRQ);
             }
         };
@@ -103,8 +103,7 @@ pub unsafe extern "C" fn create(
             users: AtomicUsize::new(0),
         }, ia.table());
         if let Ok(s) = handle::get::<Srq>(h) {
-            // SAFETY: srq_context is ours to set; async events about this SRQ name it.
-            unsafe { (*s.srq.0).srq_context = h };
+            s.srq.set_context(h);
         }
         ia.adopt(h, RANK, destroy);
         // SAFETY: checked non-null.
@@ -205,7 +204,7 @@ pub unsafe extern "C" fn resize(h: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETUR
                 DAT_SUCCESS
             }
             Err(e) => {
-                log::warn!("ibv_modify_srq(max_wr={qlen}): {e}");
+                log::warn!("resizing SRQ to {qlen}: {e}");
                 invalid_state(DAT_INVALID_STATE_SRQ_IN_USE)
             }
         }
@@ -228,7 +227,7 @@ pub unsafe extern "C" fn set_lw(h: DAT_SRQ_HANDLE, lw: DAT_COUNT) -> DAT_RETURN 
                 DAT_SUCCESS
             }
             Err(e) => {
-                log::warn!("ibv_modify_srq(limit={lw}): {e}");
+                log::warn!("setting SRQ limit {lw}: {e}");
                 invalid_arg(DAT_INVALID_ARG2)
             }
         }

@@ -15,7 +15,8 @@ use crate::evd::{self, Evd};
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::psp;
-use crate::verbs::{ah, cm};
+use crate::backend::{self, AhOps, PdOps};
+use crate::verbs::cm;
 use dat_abi::status::{error, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
@@ -52,8 +53,8 @@ const RANK: u8 = 9;
 
 static POOL: Pool<UdCm> = Pool::new();
 
-/// Address handles made for each EP: (EP handle, ibv_ah address).
-static AHS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+/// Address handles made for each EP: (EP handle, the handle).
+static AHS: Mutex<Vec<(usize, backend::Ah)>> = Mutex::new(Vec::new());
 
 fn insert(cm: UdCm) -> DAT_HANDLE {
     let ia = cm.ia;
@@ -73,15 +74,14 @@ fn destroy(h: DAT_HANDLE) {
 
 /// Releases everything UD an EP being freed still holds.
 pub fn forget_ep(ep_h: DAT_HANDLE) {
-    let ahs: Vec<usize> = {
+    // Destroyed after the lock is dropped, one by one.
+    let ahs: Vec<backend::Ah> = {
         let mut all = AHS.lock().unwrap_or_else(|e| e.into_inner());
-        let mine = all.iter().filter(|(e, _)| *e == ep_h as usize).map(|(_, a)| *a).collect();
-        all.retain(|(e, _)| *e != ep_h as usize);
-        mine
+        let (mine, rest) = std::mem::take(&mut *all).into_iter().partition(|(e, _)| *e == ep_h as usize);
+        *all = rest;
+        mine.into_iter().map(|(_, a): (usize, backend::Ah)| a).collect()
     };
-    for a in ahs {
-        ah::destroy(a as *mut ibv::ibv_ah);
-    }
+    drop(ahs);
     let Ok(ep) = ep::get(ep_h) else { return };
     for c in ep.ia.children_of_kind(DAT_IB_HANDLE_TYPE_EXT) {
         if handle::get::<UdCm>(c).is_ok_and(|u| u.ep == ep_h as usize) {
@@ -185,14 +185,15 @@ pub fn cm_event(ev: &ibv::rdma_cm_event, cm_h: DAT_HANDLE) -> Option<*mut ibv::r
             };
             *c.pdata.lock().unwrap_or_else(|e| e.into_inner()) = peer;
             let Ok(e) = ep::get(c.ep as DAT_HANDLE) else { return Some(done()) };
-            let made = e.pd().ok_or(None).and_then(|pd| ah::create(pd, &ud.ah_attr).map_err(Some));
+            let made = e.pz().ok_or(None).and_then(|pz| pz.pd.create_ah(&ud.ah_attr).map_err(Some));
             match made {
                 Ok(a) => {
-                    AHS.lock().unwrap_or_else(|e| e.into_inner()).push((c.ep, a as usize));
-                    post_established(c, cm_h, DAT_IB_UD_REMOTE_AH, a, ud.qp_num);
+                    let raw = a.raw();
+                    AHS.lock().unwrap_or_else(|e| e.into_inner()).push((c.ep, a));
+                    post_established(c, cm_h, DAT_IB_UD_REMOTE_AH, raw, ud.qp_num);
                 }
                 Err(err) => {
-                    log::warn!("ibv_create_ah for a UD peer: {err:?}");
+                    log::warn!("address handle for a UD peer: {err:?}");
                     post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
                 }
             }
@@ -271,7 +272,7 @@ fn conn_event(c: &UdCm, cm_h: DAT_HANDLE, number: DAT_EVENT_NUMBER, kind: DAT_IB
     (evd_h, e)
 }
 
-fn post_established(c: &UdCm, cm_h: DAT_HANDLE, kind: DAT_IB_EXT_TYPE, a: *mut ibv::ibv_ah, qpn: u32) {
+fn post_established(c: &UdCm, cm_h: DAT_HANDLE, kind: DAT_IB_EXT_TYPE, a: *mut libc::c_void, qpn: u32) {
     let (evd_h, mut e) = conn_event(c, cm_h, DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED as DAT_EVENT_NUMBER, kind);
     let x = crate::dto::ext_data(&mut e);
     // SAFETY: all-zero is a valid address handle before we fill it.
@@ -326,11 +327,11 @@ pub fn ah_free(ep_h: DAT_EP_HANDLE, remote: *const DAT_IB_ADDR_HANDLE) -> DAT_RE
     }
     let found = {
         let mut all = AHS.lock().unwrap_or_else(|e| e.into_inner());
-        all.iter().position(|&(e, a)| e == ep_h as usize && a == r.ah as usize).map(|i| all.swap_remove(i))
+        all.iter().position(|(e, a)| *e == ep_h as usize && a.raw() as usize == r.ah as usize).map(|i| all.swap_remove(i))
     };
     match found {
         Some((_, a)) => {
-            ah::destroy(a as *mut ibv::ibv_ah);
+            drop(a);
             DAT_SUCCESS
         }
         None => invalid_arg(DAT_INVALID_ARG3),

@@ -6,6 +6,8 @@
 //! interface address, so the verbs context is the one rdma_cm will use for
 //! this IA's connections.
 
+use super::Verbs;
+use crate::backend::DeviceOps;
 use dat_abi::status::{error, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
@@ -240,8 +242,26 @@ impl Device {
         Ok(dev)
     }
 
+    /// Whether the device offers memory windows at all, and of type 2.
+    pub fn windows(&self) -> (bool, bool) {
+        let caps = self.dev_attr.device_cap_flags;
+        let any = self.dev_attr.max_mw > 0 || caps & ibv::IBV_DEVICE_MEM_WINDOW != 0;
+        let type2 = caps & (ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2A | ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
+        (any, type2)
+    }
+
     pub fn ia_address(&self) -> DAT_IA_ADDRESS_PTR {
         &*self.addr as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR
+    }
+}
+
+impl DeviceOps<Verbs> for Device {
+    fn alloc_pd(&self) -> std::io::Result<super::pd::Pd> {
+        super::pd::Pd::alloc(self.ctx, self.windows().0)
+    }
+
+    fn create_cq(&self, depth: i32) -> std::io::Result<super::cq::Cq> {
+        super::cq::Cq::create(self.ctx, depth)
     }
 }
 

@@ -1,5 +1,6 @@
-//! The verbs backend: rdma-core devices, protection domains, memory regions.
-//! Everything that calls libibverbs or librdmacm lives under here.
+//! The verbs backend: rdma-core devices, protection domains, memory regions,
+//! queues and rdma_cm. Everything that calls libibverbs or librdmacm lives
+//! under here, and the core reaches it only through `crate::backend`.
 
 pub mod ah;
 pub mod cm;
@@ -10,3 +11,19 @@ pub mod mw;
 pub mod pd;
 pub mod qp;
 pub mod srq;
+
+use crate::backend::Transport;
+
+/// rdma-core's libibverbs and librdmacm, as a `Transport`.
+pub struct Verbs;
+
+impl Transport for Verbs {
+    type Device = device::Device;
+    type Pd = pd::Pd;
+    type Mr = mr::Mr;
+    type Mw = mw::Mw;
+    type Srq = srq::VSrq;
+    type Ah = ah::Ah;
+    type Path = rdma_core_sys::ibv_ah_attr;
+    type Cq = cq::Cq;
+}

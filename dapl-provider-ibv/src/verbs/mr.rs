@@ -1,5 +1,7 @@
 //! A registered memory region.
 
+use crate::backend::MrOps;
+use dat_abi::*;
 use rdma_core_sys as ibv;
 
 pub struct Mr(pub *mut ibv::ibv_mr);
@@ -14,13 +16,17 @@ impl Mr {
         let mr = unsafe { ibv::ibv_reg_mr_iova2(pd, addr, len, addr as u64, access) };
         if mr.is_null() { Err(std::io::Error::last_os_error()) } else { Ok(Mr(mr)) }
     }
+}
 
-    pub fn lkey(&self) -> u32 {
+impl MrOps for Mr {
+    #[inline]
+    fn lkey(&self) -> u32 {
         // SAFETY: live MR.
         unsafe { (*self.0).lkey }
     }
 
-    pub fn rkey(&self) -> u32 {
+    #[inline]
+    fn rkey(&self) -> u32 {
         // SAFETY: live MR.
         unsafe { (*self.0).rkey }
     }
@@ -33,5 +39,51 @@ impl Drop for Mr {
         if rc != 0 {
             log::warn!("ibv_dereg_mr: {}", std::io::Error::from_raw_os_error(rc));
         }
+    }
+}
+
+/// DAT privileges to verbs access flags. Local write is asked for only when
+/// granted (or implied by remote write, which verbs require it for), so
+/// read-only memory can be registered as a send source.
+pub fn access_flags(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
+    let mut a = 0;
+    if privs & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG) != 0 {
+        a |= ibv::IBV_ACCESS_LOCAL_WRITE;
+    }
+    if privs & DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_READ;
+    }
+    if privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_WRITE;
+    }
+    // The IB extension's atomic privilege; verbs require local write with it.
+    if privs & DAT_IB_MEM_PRIV_REMOTE_ATOMIC != 0 {
+        a |= ibv::IBV_ACCESS_REMOTE_ATOMIC | ibv::IBV_ACCESS_LOCAL_WRITE;
+    }
+    a
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn privileges_to_access_flags() {
+        assert_eq!(access_flags(DAT_MEM_PRIV_LOCAL_READ_FLAG), 0);
+        assert_eq!(access_flags(DAT_MEM_PRIV_LOCAL_WRITE_FLAG), ibv::IBV_ACCESS_LOCAL_WRITE);
+        assert_eq!(
+            access_flags(DAT_MEM_PRIV_REMOTE_WRITE_FLAG),
+            ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE
+        );
+        assert_eq!(access_flags(DAT_MEM_PRIV_REMOTE_READ_FLAG), ibv::IBV_ACCESS_REMOTE_READ);
+        assert_eq!(
+            access_flags(DAT_MEM_PRIV_ALL_FLAG),
+            ibv::IBV_ACCESS_LOCAL_WRITE | ibv::IBV_ACCESS_REMOTE_WRITE | ibv::IBV_ACCESS_REMOTE_READ
+        );
+        assert_eq!(
+            access_flags(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC),
+            ibv::IBV_ACCESS_REMOTE_READ | ibv::IBV_ACCESS_REMOTE_ATOMIC | ibv::IBV_ACCESS_LOCAL_WRITE
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! A memory window.
 
+use crate::backend::MwOps;
 use rdma_core_sys as ibv;
 
 pub struct Mw(pub *mut ibv::ibv_mw);
@@ -18,22 +19,24 @@ impl Mw {
         if mw.is_null() { Err(std::io::Error::last_os_error()) } else { Ok(Mw(mw)) }
     }
 
-    pub fn is_type2(&self) -> bool {
-        // SAFETY: live MW.
-        unsafe { (*self.0).type_ == ibv::IBV_MW_TYPE_2 }
-    }
-
-    pub fn rkey(&self) -> u32 {
-        // SAFETY: live MW.
-        unsafe { (*self.0).rkey }
-    }
-
     /// Records the rkey a posted type 2 bind gave the window. The provider
     /// library sends `mw->rkey` with the next bind, and the device refuses a
     /// bind that names a key the window no longer has (rxe: MW_BIND_ERR).
     pub fn set_rkey(&self, rkey: u32) {
         // SAFETY: live MW; rkey is the consumer-maintained field for type 2 windows.
         unsafe { (*self.0).rkey = rkey }
+    }
+}
+
+impl MwOps for Mw {
+    fn is_type2(&self) -> bool {
+        // SAFETY: live MW.
+        unsafe { (*self.0).type_ == ibv::IBV_MW_TYPE_2 }
+    }
+
+    fn rkey(&self) -> u32 {
+        // SAFETY: live MW.
+        unsafe { (*self.0).rkey }
     }
 }
 

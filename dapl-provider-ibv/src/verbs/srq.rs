@@ -1,5 +1,7 @@
 //! A shared receive queue.
 
+use crate::backend::SrqOps;
+use dat_abi::DAT_HANDLE;
 use rdma_core_sys as ibv;
 
 pub struct VSrq(pub *mut ibv::ibv_srq);
@@ -30,11 +32,19 @@ impl VSrq {
         if rc == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(rc)) }
     }
 
-    pub fn resize(&self, max_wr: u32) -> Result<(), std::io::Error> {
+}
+
+impl SrqOps for VSrq {
+    fn set_context(&self, h: DAT_HANDLE) {
+        // SAFETY: srq_context is ours to set; async events about this SRQ carry it.
+        unsafe { (*self.0).srq_context = h };
+    }
+
+    fn resize(&self, max_wr: u32) -> Result<(), std::io::Error> {
         self.modify(max_wr, 0, ibv::IBV_SRQ_MAX_WR)
     }
 
-    pub fn set_limit(&self, limit: u32) -> Result<(), std::io::Error> {
+    fn set_limit(&self, limit: u32) -> Result<(), std::io::Error> {
         self.modify(0, limit, ibv::IBV_SRQ_LIMIT)
     }
 }
