@@ -22,6 +22,8 @@ pub type Mw = <Active as Transport>::Mw;
 pub type Srq = <Active as Transport>::Srq;
 pub type Ah = <Active as Transport>::Ah;
 pub type Cq = <Active as Transport>::Cq;
+pub type Qp = <Active as Transport>::Qp;
+pub type Sge = <Active as Transport>::Sge;
 pub type Path = <Active as Transport>::Path;
 
 /// A transport: the family of objects one backend provides.
@@ -31,7 +33,7 @@ pub trait Transport: Sized + 'static {
     type Pd: PdOps<Self> + Send + Sync;
     type Mr: MrOps + Send + Sync;
     type Mw: MwOps + Send + Sync;
-    type Srq: SrqOps + Send + Sync;
+    type Srq: SrqOps<Self> + Send + Sync;
     /// Where a datagram goes: made from a resolved path to a UD peer.
     type Ah: AhOps + Send + Sync;
     /// What the connection manager learns about the way to a UD peer, from
@@ -39,11 +41,28 @@ pub trait Transport: Sized + 'static {
     type Path;
     /// A completion queue a waiter can sleep on by itself.
     type Cq: CqOps + Send + Sync;
+    type Qp: QpOps<Self> + Send + Sync;
+    /// One scatter/gather entry in the backend's own layout, so a post
+    /// hands the core's list over as it is.
+    type Sge: Copy;
+
+    fn sge(addr: u64, len: u32, key: u32) -> Self::Sge;
 }
 
 pub trait DeviceOps<T: Transport> {
     fn alloc_pd(&self) -> io::Result<T::Pd>;
     fn create_cq(&self, depth: i32) -> io::Result<T::Cq>;
+    /// A queue pair on `pd`; `context` is the DAT handle async events about
+    /// it will name. Receives go to `srq` when there is one.
+    fn create_qp(
+        &self,
+        pd: &T::Pd,
+        send_cq: &T::Cq,
+        recv_cq: &T::Cq,
+        srq: Option<&T::Srq>,
+        caps: &QpCaps,
+        context: DAT_HANDLE,
+    ) -> io::Result<T::Qp>;
 }
 
 pub trait PdOps<T: Transport> {
@@ -63,9 +82,16 @@ pub trait MrOps {
 pub trait MwOps {
     fn is_type2(&self) -> bool;
     fn rkey(&self) -> u32;
+    /// The key a type 2 bind gives the window next: a new one each time,
+    /// so the previous binding's key stops working.
+    fn next_rkey(&self) -> u32;
+    /// Records the key a posted type 2 bind gave the window.
+    fn set_rkey(&self, rkey: u32);
 }
 
-pub trait SrqOps {
+pub trait SrqOps<T: Transport> {
+    /// Posts one receive; Err carries an errno.
+    fn post_recv(&self, wr_id: u64, sges: &[T::Sge]) -> Result<(), i32>;
     /// The DAT handle async events about this SRQ will name.
     fn set_context(&self, h: DAT_HANDLE);
     fn resize(&self, max_wr: u32) -> io::Result<()>;
@@ -128,3 +154,71 @@ pub trait CqOps {
     fn set_context(&self, h: DAT_HANDLE);
 }
 
+/// Sizes of a queue pair's work queues.
+pub struct QpCaps {
+    pub send_wr: u32,
+    pub recv_wr: u32,
+    pub send_sge: u32,
+    pub recv_sge: u32,
+    /// Unreliable datagram (the IB extension's UD EPs) rather than reliable connected.
+    pub datagram: bool,
+}
+
+/// The operation a send-queue request performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    Send,
+    RdmaWrite,
+    RdmaRead,
+    RdmaWriteImm,
+    CompareSwap,
+    FetchAdd,
+}
+
+/// A send-queue request besides its SGEs and wr_id.
+pub struct SendRequest<'a> {
+    pub op: SendOp,
+    /// The remote buffer of an RDMA or atomic operation.
+    pub remote: Option<&'a DAT_RMR_TRIPLET>,
+    /// Immediate data, passed on unswapped as DAPL does.
+    pub imm: u32,
+    /// Compare-or-add and swap operands of an atomic.
+    pub atomic: (u64, u64),
+    /// The destination of a datagram send.
+    pub ud: Option<&'a DAT_IB_ADDR_HANDLE>,
+}
+
+impl SendRequest<'_> {
+    pub const fn plain(op: SendOp) -> Self {
+        SendRequest { op, remote: None, imm: 0, atomic: (0, 0), ud: None }
+    }
+}
+
+/// The memory a window is bound over: a region, and the range in it.
+pub struct WindowTarget<'a, T: Transport> {
+    pub mr: &'a T::Mr,
+    pub addr: u64,
+    pub len: u64,
+    /// The remote privileges (DAT flags) the binding grants.
+    pub privs: DAT_MEM_PRIV_FLAGS,
+}
+
+pub trait QpOps<T: Transport> {
+    fn num(&self) -> u32;
+    /// Readies a new QP: able to take receives (connected) or to send and
+    /// receive (datagram).
+    fn prepare(&self) -> io::Result<()>;
+    /// Into the error state: outstanding requests complete as flushed.
+    fn to_error(&self);
+    /// Back through reset to what `prepare` gives.
+    fn reset(&self) -> io::Result<()>;
+    /// Errs carry an errno.
+    fn post_send(&self, wr_id: u64, sges: &[T::Sge], req: &SendRequest, flags: DAT_COMPLETION_FLAGS) -> Result<(), i32>;
+    fn post_recv(&self, wr_id: u64, sges: &[T::Sge]) -> Result<(), i32>;
+    /// Invalidates a type 2 window's `rkey` through the send queue.
+    fn post_invalidate(&self, wr_id: u64, signaled: bool, rkey: u32) -> Result<(), i32>;
+    /// Binds a type 2 window with key `rkey` through the send queue.
+    fn post_bind(&self, wr_id: u64, signaled: bool, mw: &T::Mw, rkey: u32, target: &WindowTarget<T>) -> Result<(), i32>;
+    /// Binds (or with no target, unbinds) a type 1 window.
+    fn bind_type1(&self, wr_id: u64, signaled: bool, mw: &T::Mw, target: Option<&WindowTarget<T>>) -> Result<(), i32>;
+}

@@ -7,6 +7,7 @@ use crate::evd::{self, Evd};
 use crate::handle;
 use crate::psp::{self, Psp};
 use crate::rsp::Rsp;
+use crate::backend::QpOps;
 use crate::verbs::cm;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
@@ -194,7 +195,7 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
                 if flags == DAT_CLOSE_ABRUPT_FLAG {
                     ep.with_qp(|q| {
                         q.to_error();
-                        let _ = q.to_reset_and_init(ep.ia.device.port);
+                        let _ = q.reset();
                     });
                 }
                 DAT_SUCCESS

@@ -3,6 +3,7 @@
 use crate::ep::{self, MAX_ACCEPT_PDATA};
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
+use crate::backend::QpOps;
 use crate::verbs::cm;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state};
 use dat_abi::*;
@@ -145,7 +146,7 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
             log::warn!("rdma_accept: {e}");
             ep.cm_id.store(std::ptr::null_mut(), Ordering::Release);
             ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
-            ep.with_qp(|q| q.to_reset_and_init(ep.ia.device.port));
+            ep.with_qp(|q| q.reset());
             cm::destroy_id(id);
             crate::connection::quiesced(|| POOL.remove(h));
             return error(DAT_INTERNAL_ERROR, 0);

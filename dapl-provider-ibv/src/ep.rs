@@ -2,7 +2,7 @@
 //! pair (IB extension) that reaches its peers through address handles.
 //!
 //! The post calls are the fast path: a handle check, a slot claimed from the
-//! EP's ring, the SGEs built on the stack and one verbs post. No lock, no
+//! EP's ring, the SGEs built on the stack and one backend post. No lock, no
 //! allocation, no syscall (rxe and real HCAs post from user space).
 
 use crate::dto::Ring;
@@ -11,7 +11,7 @@ use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::pz::Pz;
 use crate::verbs::cm;
-use crate::verbs::qp::{Caps, Qp};
+use crate::backend::{self, Active, DeviceOps, QpCaps, QpOps, SendOp, SendRequest, Transport};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
@@ -35,8 +35,8 @@ pub struct Ep {
     attr: Mutex<DAT_EP_ATTR>,
     pub state: AtomicU32,
     /// The live QP for posting (null while unconfigured); `qp` owns it.
-    qp_ptr: AtomicPtr<ibv::ibv_qp>,
-    qp: Mutex<Option<Qp>>,
+    qp_ptr: AtomicPtr<backend::Qp>,
+    qp: Mutex<Option<Box<backend::Qp>>>,
     send_ring: Mutex<Option<Ring>>,
     recv_ring: Mutex<Option<Ring>>,
     /// Raw pointers to the rings for the post path, valid while `qp_ptr` is.
@@ -128,37 +128,35 @@ impl Ep {
             return Ok(());
         }
         let pz = handle::get::<Pz>(pz_h as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_PZ))?;
-        let cq_of = |e: usize| handle::get::<Evd>(e as DAT_HANDLE).ok().and_then(|e| e.cq.as_ref()).map(|c| c.cq);
+        let cq_of = |e: usize| handle::get::<Evd>(e as DAT_HANDLE).ok().and_then(|e| e.cq.as_ref());
         let recv_cq = cq_of(recv).or(cq_of(req)).ok_or(invalid_handle(DAT_INVALID_HANDLE_EVD_RECV))?;
         let send_cq = cq_of(req).or(cq_of(recv)).ok_or(invalid_handle(DAT_INVALID_HANDLE_EVD_REQUEST))?;
         let attr = *self.attr.lock().unwrap_or_else(|e| e.into_inner());
-        let caps = Caps {
+        let caps = QpCaps {
             send_wr: attr.max_request_dtos.max(1) as u32,
             recv_wr: attr.max_recv_dtos.max(1) as u32,
             send_sge: attr.max_request_iov.max(attr.max_rdma_write_iov).max(attr.max_rdma_read_iov).max(1) as u32,
             recv_sge: attr.max_recv_iov.max(1) as u32,
-            qp_type: if attr.service_type == DAT_IB_SERVICE_TYPE_UD { ibv::IBV_QPT_UD } else { ibv::IBV_QPT_RC },
+            datagram: attr.service_type == DAT_IB_SERVICE_TYPE_UD,
         };
-        let ud = caps.qp_type == ibv::IBV_QPT_UD;
+        let ud = caps.datagram;
         if ud && self.srq != 0 {
             return Err(invalid_arg(DAT_INVALID_ARG6));
         }
         let srq = if self.srq == 0 {
-            std::ptr::null_mut()
+            None
         } else {
-            crate::srq::get(self.srq as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_SRQ))?.srq.0
+            Some(&crate::srq::get(self.srq as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_SRQ))?.srq)
         };
-        let qp = Qp::create(pz.pd.pd, send_cq, recv_cq, srq, &caps).map_err(|e| {
-            log::warn!("ibv_create_qp: {e}");
+        let qp = self.ia.device.create_qp(&pz.pd, send_cq, recv_cq, srq, &caps, h).map_err(|e| {
+            log::warn!("creating a QP: {e}");
             no_resources(DAT_RESOURCE_TEP)
         })?;
-        // SAFETY: qp_context is ours to set; async events about this QP name the EP.
-        unsafe { (*qp.0).qp_context = h };
-        let ready = if ud { qp.ud_to_rts(self.ia.device.port) } else { qp.to_init(self.ia.device.port) };
-        ready.map_err(|e| {
+        qp.prepare().map_err(|e| {
             log::warn!("QP to {}: {e}", if ud { "RTS (UD)" } else { "INIT" });
             no_resources(DAT_RESOURCE_TEP)
         })?;
+        let qp = Box::new(qp);
         self.ud.store(ud, Ordering::Release);
         let send = Ring::new(caps.send_wr);
         let recvr = Ring::new(caps.recv_wr);
@@ -168,7 +166,7 @@ impl Ep {
         *rr = Some(recvr);
         self.send_ring_ptr.store(sr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
         self.recv_ring_ptr.store(rr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
-        self.qp_ptr.store(qp.0, Ordering::Release);
+        self.qp_ptr.store(&*qp as *const backend::Qp as *mut backend::Qp, Ordering::Release);
         if self.srq != 0 {
             crate::srq::map_qp(qp.num(), h as usize);
         }
@@ -199,11 +197,11 @@ impl Ep {
     }
 
     pub fn qp_num(&self) -> Option<u32> {
-        self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|q| q.num())
+        self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_deref().map(|q| q.num())
     }
 
-    pub fn with_qp<R>(&self, f: impl FnOnce(&Qp) -> R) -> Option<R> {
-        self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(f)
+    pub fn with_qp<R>(&self, f: impl FnOnce(&backend::Qp) -> R) -> Option<R> {
+        self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_deref().map(f)
     }
 
     pub fn rdma_depths(&self) -> (u8, u8) {
@@ -518,7 +516,7 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
 
 /// A post's SGE list on the stack. Left uninitialised past the entries a
 /// post fills: clearing all 32 would cost a 512-byte memset per post.
-pub struct SgeList([std::mem::MaybeUninit<ibv::ibv_sge>; MAX_IOV]);
+pub struct SgeList([std::mem::MaybeUninit<backend::Sge>; MAX_IOV]);
 
 impl SgeList {
     #[inline]
@@ -537,16 +535,19 @@ impl SgeList {
         for (i, slot) in self.0.iter_mut().enumerate().take(n as usize) {
             // SAFETY: the consumer gave n triplets at iov.
             let t = unsafe { &*iov.add(i) };
-            slot.write(ibv::ibv_sge { addr: t.virtual_address, length: t.segment_length, lkey: t.lmr_context });
+            slot.write(Active::sge(t.virtual_address, t.segment_length, t.lmr_context));
             total += t.segment_length as u64;
         }
         Some((n as usize, total))
     }
 
-    /// For the work request; verbs reads only the `count` entries `fill` wrote.
+    /// The first `count` entries, which `fill` wrote.
     #[inline]
-    pub fn as_mut_ptr(&mut self) -> *mut ibv::ibv_sge {
-        self.0.as_mut_ptr() as *mut ibv::ibv_sge
+    pub fn as_slice(&self, count: usize) -> &[backend::Sge] {
+        let count = count.min(MAX_IOV);
+        // SAFETY: fill initialised the first `count` entries (callers pass
+        // what it returned), and MaybeUninit<T> has T's layout.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr() as *const backend::Sge, count) }
     }
 }
 
@@ -561,20 +562,6 @@ fn not_connected_minor(s: DAT_EP_STATE) -> u32 {
     }
 }
 
-fn send_flags(flags: DAT_COMPLETION_FLAGS) -> u32 {
-    let mut f = 0;
-    if flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0 {
-        f |= ibv::IBV_SEND_SIGNALED;
-    }
-    if flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0 {
-        f |= ibv::IBV_SEND_SOLICITED;
-    }
-    if flags & DAT_COMPLETION_BARRIER_FENCE_FLAG != 0 {
-        f |= ibv::IBV_SEND_FENCE;
-    }
-    f
-}
-
 fn post_error(rc: i32) -> DAT_RETURN {
     match rc {
         libc::ENOMEM => no_resources(DAT_RESOURCE_TEP),
@@ -583,23 +570,19 @@ fn post_error(rc: i32) -> DAT_RETURN {
     }
 }
 
-/// What a send-queue request carries besides its SGEs: the verbs opcode,
-/// the DTO type its completion reports, and the opcode's own fields.
+/// A send-queue request and the DTO type its completion reports.
 pub struct Request<'a> {
-    pub opcode: u32,
+    pub send: SendRequest<'a>,
     pub op: DAT_DTOS,
-    pub remote: Option<&'a DAT_RMR_TRIPLET>,
-    /// Immediate data, passed on unswapped as DAPL does.
-    pub imm: u32,
-    /// Compare-or-add and swap operands of an atomic.
-    pub atomic: (u64, u64),
-    /// The destination of a UD send.
-    pub ud: Option<&'a DAT_IB_ADDR_HANDLE>,
 }
 
-impl Request<'_> {
-    pub const fn plain(opcode: u32, op: DAT_DTOS) -> Self {
-        Request { opcode, op, remote: None, imm: 0, atomic: (0, 0), ud: None }
+impl<'a> Request<'a> {
+    pub const fn plain(kind: SendOp, op: DAT_DTOS) -> Self {
+        Request { send: SendRequest::plain(kind), op }
+    }
+
+    pub const fn new(send: SendRequest<'a>, op: DAT_DTOS) -> Self {
+        Request { send, op }
     }
 }
 
@@ -617,7 +600,7 @@ pub fn post_request(
         Err(e) => return e,
     };
     let ud = ep.ud.load(Ordering::Relaxed);
-    if req.ud.is_some() != ud {
+    if req.send.ud.is_some() != ud {
         // A datagram needs a UD EP and an address; a UD EP has no connection.
         return if ud { invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED) } else { invalid_handle(DAT_INVALID_HANDLE_EP) };
     }
@@ -634,65 +617,28 @@ pub fn post_request(
     let mut list = SgeList::new();
     let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
     // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
-    let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.remote.map_or(0, |r| r.rmr_context));
-    // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
-    let mut wr: ibv::ibv_send_wr = unsafe { std::mem::zeroed() };
-    wr.wr_id = wr_id;
-    wr.sg_list = list.as_mut_ptr();
-    wr.num_sge = count as i32;
-    wr.opcode = req.opcode;
-    wr.send_flags = send_flags(flags);
-    match req.opcode {
-        ibv::IBV_WR_ATOMIC_CMP_AND_SWP | ibv::IBV_WR_ATOMIC_FETCH_AND_ADD => {
-            let r = req.remote.expect("atomics name a remote target");
-            wr.wr.atomic = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
-                remote_addr: r.virtual_address,
-                compare_add: req.atomic.0,
-                swap: req.atomic.1,
-                rkey: r.rmr_context,
-            };
-        }
-        _ => {
-            if let Some(r) = req.remote {
-                wr.wr.rdma = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.virtual_address, rkey: r.rmr_context };
-            }
-        }
-    }
-    if let Some(a) = req.ud {
-        wr.wr.ud = ibv::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah: a.ah as *mut ibv::ibv_ah, remote_qpn: a.qpn, remote_qkey: crate::verbs::qp::UD_QKEY };
-    }
-    wr.__bindgen_anon_1.imm_data = req.imm;
-    match post_claimed(qp, ring, &mut wr) {
+    let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.send.remote.map_or(0, |r| r.rmr_context));
+    match qp.post_send(wr_id, list.as_slice(count), &req.send, flags) {
         Ok(()) => DAT_SUCCESS,
-        Err(e) => e,
+        Err(rc) => {
+            ring.unclaim();
+            post_error(rc)
+        }
     }
-}
-
-/// Posts a request whose slot is already claimed from `ring`; a refused
-/// post gives the claim back.
-#[inline]
-fn post_claimed(qp: *mut ibv::ibv_qp, ring: &Ring, wr: &mut ibv::ibv_send_wr) -> Result<(), DAT_RETURN> {
-    let mut bad: *mut ibv::ibv_send_wr = std::ptr::null_mut();
-    // SAFETY: live QP; wr and what it points at live on the caller's frame for the call.
-    let rc = unsafe { ibv::ibv_post_send(qp, wr, &mut bad) };
-    if rc != 0 {
-        ring.unclaim();
-        return Err(post_error(rc));
-    }
-    Ok(())
 }
 
 impl Ep {
     /// The QP and ring to post sends on, or why the EP has none yet.
     #[inline]
-    fn send_queue(&self) -> Result<(*mut ibv::ibv_qp, &Ring), DAT_RETURN> {
+    fn send_queue(&self) -> Result<(&backend::Qp, &Ring), DAT_RETURN> {
         let qp = self.qp_ptr.load(Ordering::Acquire);
         let ring = self.send_ring_ptr.load(Ordering::Acquire);
         if qp.is_null() || ring.is_null() {
             return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED));
         }
-        // SAFETY: the ring lives as long as the QP we just read.
-        Ok((qp, unsafe { &*ring }))
+        // SAFETY: the boxed QP and the ring live until the EP is freed or
+        // modified, which DAT forbids racing with a post on it.
+        Ok(unsafe { (&*qp, &*ring) })
     }
 
     /// Posts a memory-window work request (bind or invalidate) for the RMR
@@ -703,7 +649,7 @@ impl Ep {
         owner: usize,
         cookie: u64,
         signaled: bool,
-        fill: impl FnOnce(&mut ibv::ibv_send_wr),
+        post: impl FnOnce(&backend::Qp, u64, bool) -> Result<(), i32>,
     ) -> Result<(), DAT_RETURN> {
         if self.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
             return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
@@ -714,12 +660,11 @@ impl Ep {
             return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
         }
         let (qp, ring) = self.send_queue()?;
-        // SAFETY: all-zero is a valid ibv_send_wr before we fill it.
-        let mut wr: ibv::ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = ring.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0);
-        wr.send_flags = if signaled { ibv::IBV_SEND_SIGNALED } else { 0 };
-        fill(&mut wr);
-        post_claimed(qp, ring, &mut wr)
+        let wr_id = ring.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0);
+        post(qp, wr_id, signaled).map_err(|rc| {
+            ring.unclaim();
+            post_error(rc)
+        })
     }
 
     /// Completes a window operation that needed no work request (unbinding
@@ -747,10 +692,11 @@ impl Ep {
         Ok(())
     }
 
-    /// The QP for a type 1 window bind, which goes through ibv_bind_mw.
-    pub fn bind_qp(&self) -> Option<*mut ibv::ibv_qp> {
+    /// The QP for a type 1 window bind, which is not a send-queue post.
+    pub fn bind_qp(&self) -> Option<&backend::Qp> {
         let qp = self.qp_ptr.load(Ordering::Acquire);
-        (!qp.is_null()).then_some(qp)
+        // SAFETY: as in send_queue.
+        (!qp.is_null()).then(|| unsafe { &*qp })
     }
 
     pub fn claim_request_slot(&self, owner: usize, cookie: u64) -> Option<u64> {
@@ -767,7 +713,7 @@ pub unsafe extern "C" fn post_send(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard("dat_ep_post_send", || post_request(h, n, iov, cookie, &Request::plain(ibv::IBV_WR_SEND, DAT_DTO_SEND), flags))
+    guard("dat_ep_post_send", || post_request(h, n, iov, cookie, &Request::plain(SendOp::Send, DAT_DTO_SEND), flags))
 }
 
 /// RDMA read and write differ only in opcode and DTO type.
@@ -779,14 +725,14 @@ fn post_rdma(
     iov: *mut DAT_LMR_TRIPLET,
     cookie: DAT_DTO_COOKIE,
     remote: *const DAT_RMR_TRIPLET,
-    opcode: u32,
+    kind: SendOp,
     op: DAT_DTOS,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
     guard(name, || {
         // SAFETY: null-checked consumer triplet.
         let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
-        post_request(h, n, iov, cookie, &Request { remote: Some(r), ..Request::plain(opcode, op) }, flags)
+        post_request(h, n, iov, cookie, &Request::new(SendRequest { remote: Some(r), ..SendRequest::plain(kind) }, op), flags)
     })
 }
 
@@ -798,7 +744,7 @@ pub unsafe extern "C" fn post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    post_rdma("dat_ep_post_rdma_write", h, n, iov, cookie, remote, ibv::IBV_WR_RDMA_WRITE, DAT_DTO_RDMA_WRITE, flags)
+    post_rdma("dat_ep_post_rdma_write", h, n, iov, cookie, remote, SendOp::RdmaWrite, DAT_DTO_RDMA_WRITE, flags)
 }
 
 pub unsafe extern "C" fn post_rdma_read(
@@ -809,7 +755,7 @@ pub unsafe extern "C" fn post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    post_rdma("dat_ep_post_rdma_read", h, n, iov, cookie, remote, ibv::IBV_WR_RDMA_READ, DAT_DTO_RDMA_READ, flags)
+    post_rdma("dat_ep_post_rdma_read", h, n, iov, cookie, remote, SendOp::RdmaRead, DAT_DTO_RDMA_READ, flags)
 }
 
 pub unsafe extern "C" fn post_recv(
@@ -841,11 +787,9 @@ pub unsafe extern "C" fn post_recv(
         // A UD receive says so in its slot, so its completion reports the sender's QP.
         let op = if ep.ud.load(Ordering::Relaxed) { DAT_IB_DTO_RECV_UD } else { DAT_DTO_RECEIVE };
         let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, op, 0);
-        let mut wr = ibv::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: list.as_mut_ptr(), num_sge: count as i32 };
-        let mut bad: *mut ibv::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: live QP; wr and SGEs live for the call.
-        let rc = unsafe { ibv::ibv_post_recv(qp, &mut wr, &mut bad) };
-        if rc != 0 {
+        // SAFETY: as in send_queue.
+        let qp = unsafe { &*qp };
+        if let Err(rc) = qp.post_recv(wr_id, list.as_slice(count)) {
             ring.unclaim();
             return post_error(rc);
         }
@@ -901,7 +845,7 @@ pub unsafe extern "C" fn reset(h: DAT_EP_HANDLE) -> DAT_RETURN {
         // Through ERROR first, so posted DTOs complete as flushed.
         match ep.with_qp(|q| {
             q.to_error();
-            q.to_reset_and_init(ep.ia.device.port)
+            q.reset()
         }) {
             Some(Ok(())) | None => {
                 let unconfigured = ep.qp_ptr.load(Ordering::Acquire).is_null();

@@ -3,11 +3,11 @@
 //! the open/close query pair. csrc/extension_args.c unpacks the variadic
 //! arguments and calls in here with plain types.
 
+use crate::backend::{SendOp, SendRequest};
 use crate::ep::{self, Request};
 use crate::ia;
 use dat_abi::status::{guard, invalid_arg};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::os::raw::{c_char, c_int};
 
 unsafe extern "C" {
@@ -41,11 +41,10 @@ pub unsafe extern "C" fn daplibv_ext_post(h: DAT_HANDLE, op: c_int, p: *const Ex
         let cookie = DAT_DTO_COOKIE { as_64: p.cookie };
         let req = match op as u32 {
             DAT_IB_RDMA_WRITE_IMMED_OP => match remote.ok_or(invalid_arg(DAT_INVALID_ARG5)) {
-                Ok(r) => Request {
-                    remote: Some(r),
-                    imm: p.immed,
-                    ..Request::plain(ibv::IBV_WR_RDMA_WRITE_WITH_IMM, DAT_IB_DTO_RDMA_WRITE_IMMED)
-                },
+                Ok(r) => Request::new(
+                    SendRequest { remote: Some(r), imm: p.immed, ..SendRequest::plain(SendOp::RdmaWriteImm) },
+                    DAT_IB_DTO_RDMA_WRITE_IMMED,
+                ),
                 Err(e) => return e,
             },
             DAT_IB_CMP_AND_SWAP_OP | DAT_IB_FETCH_AND_ADD_OP => {
@@ -63,20 +62,20 @@ pub unsafe extern "C" fn daplibv_ext_post(h: DAT_HANDLE, op: c_int, p: *const Ex
                     _ => return invalid_arg(DAT_INVALID_ARG3),
                 }
                 let (opcode, dto) = if op as u32 == DAT_IB_CMP_AND_SWAP_OP {
-                    (ibv::IBV_WR_ATOMIC_CMP_AND_SWP, DAT_IB_DTO_CMP_SWAP)
+                    (SendOp::CompareSwap, DAT_IB_DTO_CMP_SWAP)
                 } else {
-                    (ibv::IBV_WR_ATOMIC_FETCH_AND_ADD, DAT_IB_DTO_FETCH_ADD)
+                    (SendOp::FetchAdd, DAT_IB_DTO_FETCH_ADD)
                 };
-                return ep::post_request(h, 1, p.local, cookie, &Request {
+                return ep::post_request(h, 1, p.local, cookie, &Request::new(SendRequest {
                     remote: Some(r),
                     atomic: (p.cmp_add, p.swap),
-                    ..Request::plain(opcode, dto)
-                }, p.flags);
+                    ..SendRequest::plain(opcode)
+                }, dto), p.flags);
             }
             DAT_IB_UD_SEND_OP => {
                 // SAFETY: null-checked consumer address handle.
                 match unsafe { p.ah.as_ref() } {
-                    Some(a) if !a.ah.is_null() => Request { ud: Some(a), ..Request::plain(ibv::IBV_WR_SEND, DAT_IB_DTO_SEND_UD) },
+                    Some(a) if !a.ah.is_null() => Request::new(SendRequest { ud: Some(a), ..SendRequest::plain(SendOp::Send) }, DAT_IB_DTO_SEND_UD),
                     _ => return invalid_arg(DAT_INVALID_ARG4),
                 }
             }

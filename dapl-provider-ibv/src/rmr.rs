@@ -6,10 +6,9 @@ use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::lmr::Lmr;
 use crate::pz::Pz;
-use crate::backend::{self, MrOps, MwOps, PdOps};
+use crate::backend::{self, MrOps, MwOps, PdOps, QpOps, WindowTarget};
 use dat_abi::status::{error, guard, invalid_arg, invalid_state};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -40,17 +39,6 @@ impl Object for Rmr {
 /// Whether the device offers memory windows at all, and of type 2.
 pub fn windows(ia: &Ia) -> (bool, bool) {
     ia.device.windows()
-}
-
-fn access(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
-    let mut a = 0;
-    if privs & DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
-        a |= ibv::IBV_ACCESS_REMOTE_READ;
-    }
-    if privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
-        a |= ibv::IBV_ACCESS_REMOTE_WRITE;
-    }
-    a
 }
 
 pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> DAT_RETURN {
@@ -167,15 +155,16 @@ pub unsafe extern "C" fn bind(
         // SAFETY: plain 8-byte union.
         let cookie = unsafe { cookie.as_64 };
         let unbind = t.segment_length == 0;
-        let (mr, lkey_ok, in_range) = if unbind {
-            (std::ptr::null_mut(), true, true)
+        let (target, lkey_ok, in_range) = if unbind {
+            (None, true, true)
         } else {
             let lmr = match handle::get::<Lmr>(lmr_h) {
                 Ok(l) => l,
                 Err(e) => return e,
             };
             let inside = lmr.contains(t.virtual_address, t.segment_length as u64);
-            (lmr.mr.0, lmr.mr.lkey() == t.lmr_context, inside)
+            let target = WindowTarget { mr: &lmr.mr, addr: t.virtual_address, len: t.segment_length as u64, privs };
+            (Some(target), lmr.mr.lkey() == t.lmr_context, inside)
         };
         if !lkey_ok {
             return invalid_arg(DAT_INVALID_ARG3);
@@ -183,12 +172,6 @@ pub unsafe extern "C" fn bind(
         if !in_range {
             return error(DAT_LENGTH_ERROR, 0);
         }
-        let info = ibv::ibv_mw_bind_info {
-            mr,
-            addr: if unbind { 0 } else { t.virtual_address },
-            length: t.segment_length as u64,
-            mw_access_flags: if unbind { 0 } else { access(privs) },
-        };
         let new_key = if r.mw.is_type2() {
             let current = r.context.load(Ordering::Acquire);
             let posted = if unbind {
@@ -200,27 +183,23 @@ pub unsafe extern "C" fn bind(
                         Err(e) => e,
                     };
                 }
-                ep.post_window_op(h as usize, cookie, signaled, |wr| {
-                    wr.opcode = ibv::IBV_WR_LOCAL_INV;
-                    wr.__bindgen_anon_1.invalidate_rkey = current;
-                })
-                .map(|_| 0)
+                ep.post_window_op(h as usize, cookie, signaled, |qp, wr_id, signaled| qp.post_invalidate(wr_id, signaled, current))
+                    .map(|_| 0)
             } else {
                 if current != 0 {
                     // A bound type 2 window must be invalidated before it is
                     // bound again; the QP runs the two in order.
-                    if let Err(e) = ep.post_window_op(h as usize, cookie, false, |wr| {
-                        wr.opcode = ibv::IBV_WR_LOCAL_INV;
-                        wr.__bindgen_anon_1.invalidate_rkey = current;
+                    if let Err(e) = ep.post_window_op(h as usize, cookie, false, |qp, wr_id, signaled| {
+                        qp.post_invalidate(wr_id, signaled, current)
                     }) {
                         return e;
                     }
                 }
                 // Every bind takes a new 8-bit key, so an old rkey stops working.
-                let key = ibv::ibv_inc_rkey(r.mw.rkey());
-                ep.post_window_op(h as usize, cookie, signaled, |wr| {
-                    wr.opcode = ibv::IBV_WR_BIND_MW;
-                    wr.__bindgen_anon_2.bind_mw = ibv::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 { mw: r.mw.0, rkey: key, bind_info: info };
+                let key = r.mw.next_rkey();
+                let Some(target) = target.as_ref() else { return invalid_arg(DAT_INVALID_ARG3) };
+                ep.post_window_op(h as usize, cookie, signaled, |qp, wr_id, signaled| {
+                    qp.post_bind(wr_id, signaled, &r.mw, key, target)
                 })
                 .map(|_| {
                     r.mw.set_rkey(key);
@@ -238,15 +217,8 @@ pub unsafe extern "C" fn bind(
             let (Some(qp), Some(wr_id)) = (ep.bind_qp(), ep.claim_request_slot(h as usize, cookie)) else {
                 return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
             };
-            let mut b = ibv::ibv_mw_bind {
-                wr_id,
-                send_flags: if signaled { ibv::IBV_SEND_SIGNALED } else { 0 },
-                bind_info: info,
-            };
-            // SAFETY: live QP and MW; the provider copies the request.
-            let rc = unsafe { ibv::ibv_bind_mw(qp, r.mw.0, &mut b) };
-            if rc != 0 {
-                log::warn!("ibv_bind_mw: {}", std::io::Error::from_raw_os_error(rc));
+            if let Err(rc) = qp.bind_type1(wr_id, signaled, &r.mw, target.as_ref()) {
+                log::warn!("binding a type 1 window: {}", std::io::Error::from_raw_os_error(rc));
                 return invalid_arg(DAT_INVALID_ARG3);
             }
             if unbind { 0 } else { r.mw.rkey() }

@@ -10,7 +10,6 @@ use crate::pz::Pz;
 use crate::backend::{self, PdOps, SrqOps};
 use dat_abi::status::{guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -150,11 +149,7 @@ pub unsafe extern "C" fn post_recv(
         let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
         // SAFETY: plain 8-byte union.
         let wr_id = s.ring.claim(h as usize, unsafe { cookie.as_64 }, len, crate::dto::OP_SRQ_RECV, 0);
-        let mut wr = ibv::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: list.as_mut_ptr(), num_sge: count as i32 };
-        let mut bad: *mut ibv::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: live SRQ; wr and SGEs live for the call.
-        let rc = unsafe { ibv::ibv_post_srq_recv(s.srq.0, &mut wr, &mut bad) };
-        if rc != 0 {
+        if let Err(rc) = s.srq.post_recv(wr_id, list.as_slice(count)) {
             s.ring.unclaim();
             return if rc == libc::ENOMEM { no_resources(DAT_RESOURCE_SRQ) } else { invalid_arg(DAT_INVALID_ARG2) };
         }

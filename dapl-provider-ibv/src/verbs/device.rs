@@ -7,7 +7,7 @@
 //! this IA's connections.
 
 use super::Verbs;
-use crate::backend::DeviceOps;
+use crate::backend::{DeviceOps, QpCaps};
 use dat_abi::status::{error, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
@@ -262,6 +262,19 @@ impl DeviceOps<Verbs> for Device {
 
     fn create_cq(&self, depth: i32) -> std::io::Result<super::cq::Cq> {
         super::cq::Cq::create(self.ctx, depth)
+    }
+
+    fn create_qp(
+        &self,
+        pd: &super::pd::Pd,
+        send_cq: &super::cq::Cq,
+        recv_cq: &super::cq::Cq,
+        srq: Option<&super::srq::VSrq>,
+        caps: &QpCaps,
+        context: DAT_HANDLE,
+    ) -> std::io::Result<super::qp::Qp> {
+        let srq = srq.map_or(std::ptr::null_mut(), |s| s.0);
+        super::qp::Qp::create(pd.pd, send_cq.cq, recv_cq.cq, srq, caps, self.port, context)
     }
 }
 

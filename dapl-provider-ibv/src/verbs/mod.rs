@@ -26,4 +26,11 @@ impl Transport for Verbs {
     type Ah = ah::Ah;
     type Path = rdma_core_sys::ibv_ah_attr;
     type Cq = cq::Cq;
+    type Qp = qp::Qp;
+    type Sge = rdma_core_sys::ibv_sge;
+
+    #[inline]
+    fn sge(addr: u64, len: u32, key: u32) -> rdma_core_sys::ibv_sge {
+        rdma_core_sys::ibv_sge { addr, length: len, lkey: key }
+    }
 }

@@ -18,14 +18,6 @@ impl Mw {
         let mw = unsafe { ibv::ibv_alloc_mw(pd, kind) };
         if mw.is_null() { Err(std::io::Error::last_os_error()) } else { Ok(Mw(mw)) }
     }
-
-    /// Records the rkey a posted type 2 bind gave the window. The provider
-    /// library sends `mw->rkey` with the next bind, and the device refuses a
-    /// bind that names a key the window no longer has (rxe: MW_BIND_ERR).
-    pub fn set_rkey(&self, rkey: u32) {
-        // SAFETY: live MW; rkey is the consumer-maintained field for type 2 windows.
-        unsafe { (*self.0).rkey = rkey }
-    }
 }
 
 impl MwOps for Mw {
@@ -37,6 +29,18 @@ impl MwOps for Mw {
     fn rkey(&self) -> u32 {
         // SAFETY: live MW.
         unsafe { (*self.0).rkey }
+    }
+
+    fn next_rkey(&self) -> u32 {
+        ibv::ibv_inc_rkey(self.rkey())
+    }
+
+    /// Records the rkey a posted type 2 bind gave the window. The provider
+    /// library sends `mw->rkey` with the next bind, and the device refuses a
+    /// bind that names a key the window no longer has (rxe: MW_BIND_ERR).
+    fn set_rkey(&self, rkey: u32) {
+        // SAFETY: live MW; rkey is the consumer-maintained field for type 2 windows.
+        unsafe { (*self.0).rkey = rkey }
     }
 }
 

@@ -34,7 +34,16 @@ impl VSrq {
 
 }
 
-impl SrqOps for VSrq {
+impl SrqOps<super::Verbs> for VSrq {
+    #[inline]
+    fn post_recv(&self, wr_id: u64, sges: &[ibv::ibv_sge]) -> Result<(), i32> {
+        let mut wr = ibv::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: sges.as_ptr() as *mut ibv::ibv_sge, num_sge: sges.len() as i32 };
+        let mut bad: *mut ibv::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: live SRQ; wr and SGEs live for the call.
+        let rc = unsafe { ibv::ibv_post_srq_recv(self.0, &mut wr, &mut bad) };
+        if rc == 0 { Ok(()) } else { Err(rc) }
+    }
+
     fn set_context(&self, h: DAT_HANDLE) {
         // SAFETY: srq_context is ours to set; async events about this SRQ carry it.
         unsafe { (*self.0).srq_context = h };
