@@ -49,7 +49,59 @@ pub trait Transport: Sized + 'static {
     fn sge(addr: u64, len: u32, key: u32) -> Self::Sge;
 }
 
+/// What an adapter can do, as ia_query and the EP and EVD checks need it.
+/// Counts follow the device's own (signed) limits.
+#[derive(Clone, Debug, Default)]
+pub struct Limits {
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    /// Dotted firmware version, as the device reports it.
+    pub fw_ver: String,
+    pub max_qp: i32,
+    /// Work requests per queue.
+    pub max_qp_wr: i32,
+    /// SGEs per send or receive request.
+    pub max_sge: i32,
+    /// SGEs per RDMA read.
+    pub max_sge_rd: i32,
+    pub max_cq: i32,
+    pub max_cqe: i32,
+    pub max_mr: i32,
+    pub max_mr_size: u64,
+    pub max_pd: i32,
+    /// Incoming RDMA reads (and atomics) outstanding per QP.
+    pub max_qp_rd_atom: i32,
+    /// Incoming RDMA reads outstanding over the whole device.
+    pub max_res_rd_atom: i32,
+    /// Outgoing RDMA reads outstanding per QP.
+    pub max_qp_init_rd_atom: i32,
+    pub max_mw: i32,
+    pub max_srq: i32,
+    pub max_srq_wr: i32,
+    pub max_srq_sge: i32,
+    /// Largest message on the port.
+    pub max_msg_size: u32,
+    /// The port's active path MTU in bytes: a datagram fits in one.
+    pub mtu: u32,
+    /// Remote atomics (compare-and-swap, fetch-and-add).
+    pub atomics: bool,
+    /// Memory windows, and whether of type 2 (bound by a posted request).
+    pub windows: bool,
+    pub windows_type2: bool,
+}
+
 pub trait DeviceOps<T: Transport> {
+    /// Opens what an IA's dat.conf ia_params name.
+    fn open(params: &str) -> Result<T::Device, DAT_RETURN>;
+    /// The adapter's name, for ia_query and logs.
+    fn name(&self) -> &str;
+    fn limits(&self) -> &Limits;
+    /// The IA address (a sockaddr DAT hands out by pointer).
+    fn ia_address(&self) -> DAT_IA_ADDRESS_PTR;
+    /// Provider-specific attributes describing the device and port, as
+    /// DAPL's providers publish them (name, value).
+    fn describe(&self) -> Vec<(&'static str, String)>;
     fn alloc_pd(&self) -> io::Result<T::Pd>;
     fn create_cq(&self, depth: i32) -> io::Result<T::Cq>;
     /// A queue pair on `pd`; `context` is the DAT handle async events about

@@ -7,7 +7,7 @@ use crate::evd::{self, Evd};
 use crate::handle;
 use crate::psp::{self, Psp};
 use crate::rsp::Rsp;
-use crate::backend::QpOps;
+use crate::backend::{DeviceOps, QpOps};
 use crate::verbs::cm;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;

@@ -3,7 +3,7 @@
 use crate::ep::{self, MAX_ACCEPT_PDATA};
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
-use crate::backend::QpOps;
+use crate::backend::{DeviceOps, QpOps};
 use crate::verbs::cm;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state};
 use dat_abi::*;

@@ -75,11 +75,11 @@ pub fn get(h: DAT_EP_HANDLE) -> Result<&'static Ep, DAT_RETURN> {
 }
 
 fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
-    let d = &ia.device.dev_attr;
+    let d = ia.device.limits();
     DAT_EP_ATTR {
         service_type: DAT_SERVICE_TYPE_RC,
-        max_message_size: ia.device.port_attr.max_msg_sz,
-        max_rdma_size: ia.device.port_attr.max_msg_sz,
+        max_message_size: d.max_msg_size,
+        max_rdma_size: d.max_msg_size,
         qos: DAT_QOS_BEST_EFFORT,
         recv_completion_flags: DAT_COMPLETION_DEFAULT_FLAG,
         request_completion_flags: DAT_COMPLETION_DEFAULT_FLAG,
@@ -101,9 +101,9 @@ fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
 
 /// Checks requested EP attributes against the device; minor = the argument.
 fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, minor: u32) -> Result<(), DAT_RETURN> {
-    let d = &ia.device.dev_attr;
+    let d = ia.device.limits();
     // A datagram must fit in one packet of the port's MTU.
-    let mtu = 128u64 << ia.device.port_attr.active_mtu.clamp(1, 5);
+    let mtu = u64::from(d.mtu);
     let service = a.service_type == DAT_SERVICE_TYPE_RC
         || (a.service_type == DAT_IB_SERVICE_TYPE_UD && u64::from(a.max_message_size) <= mtu);
     let ok = service

@@ -190,7 +190,7 @@ pub unsafe extern "C" fn create(
             Ok(ia) => ia,
             Err(e) => return e,
         };
-        if qlen <= 0 || qlen > ia.device.dev_attr.max_cqe {
+        if qlen <= 0 || qlen > ia.device.limits().max_cqe {
             return invalid_arg(DAT_INVALID_ARG2);
         }
         if flags == 0 || flags & !KNOWN_FLAGS != 0 {
@@ -320,7 +320,7 @@ pub unsafe extern "C" fn resize(h: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RETUR
             Ok(e) => e,
             Err(e) => return e,
         };
-        if qlen <= 0 || qlen > evd.ia.device.dev_attr.max_cqe {
+        if qlen <= 0 || qlen > evd.ia.device.limits().max_cqe {
             return invalid_arg(DAT_INVALID_ARG2);
         }
         if (qlen as usize) < evd.queued.load(Ordering::Acquire) {

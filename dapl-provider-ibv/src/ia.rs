@@ -1,11 +1,12 @@
-//! The Interface Adapter: one opened RDMA device port, parent of every other object.
+//! The Interface Adapter: one opened adapter port, parent of every other object.
 
 use crate::handle::{self, Object, Pool};
 use crate::connection;
 use crate::evd;
 use crate::verbs::cm::CmThread;
 use crate::instance;
-use crate::verbs::device::{Device, cstring};
+use crate::backend::{self, DeviceOps};
+use crate::cstring;
 use dat_abi::status::{guard, invalid_arg, invalid_state, not_found};
 use dat_abi::*;
 use std::ffi::{CStr, CString};
@@ -18,7 +19,7 @@ pub struct Ia {
     /// Declared first so it stops (dropped first) before the device's channel goes.
     cm: Mutex<Option<CmThread>>,
     pub name: String,
-    pub device: Device,
+    pub device: backend::Device,
     children: Mutex<Vec<Child>>,
     /// The async EVD: created by us at open unless the consumer gave one.
     async_evd: AtomicUsize,
@@ -35,35 +36,19 @@ pub struct Ia {
 unsafe impl Send for Ia {}
 unsafe impl Sync for Ia {}
 
-fn mtu_bytes(mtu: u32) -> u32 {
-    // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
-    if (1..=5).contains(&mtu) { 128 << mtu } else { 0 }
-}
-
-fn named_attrs(device: &Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) {
-    let state = match device.port_attr.state {
-        rdma_core_sys::IBV_PORT_ACTIVE => "ACTIVE",
-        rdma_core_sys::IBV_PORT_DOWN => "DOWN",
-        rdma_core_sys::IBV_PORT_INIT => "INIT",
-        rdma_core_sys::IBV_PORT_ARMED => "ARMED",
-        _ => "UNKNOWN",
-    };
-    let atomics = device.dev_attr.atomic_cap != rdma_core_sys::IBV_ATOMIC_NONE;
+fn named_attrs(device: &backend::Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) {
+    let atomics = device.limits().atomics;
     let truth = |b: bool| if b { "TRUE" } else { "FALSE" };
-    let pairs = [
-        ("DAT_IB_PROVIDER_NAME", "daplibv".to_owned()),
-        ("DAT_IB_DEVICE_NAME", device.name.clone()),
-        ("DAT_IB_PORT_NUMBER", device.port.to_string()),
-        ("DAT_IB_PORT_STATUS", state.to_owned()),
-        ("DAT_IB_TRANSPORT_MTU", mtu_bytes(device.port_attr.active_mtu).to_string()),
-        ("DAT_IB_NETDEV", device.netdev.clone().unwrap_or_default()),
+    let mut pairs = vec![("DAT_IB_PROVIDER_NAME", "daplibv".to_owned())];
+    pairs.extend(device.describe());
+    pairs.extend([
         // The IB extensions, named as dtestx and MPI stacks look them up.
         ("DAT_EXTENSION_INTERFACE", "TRUE".to_owned()),
         ("DAT_IB_FETCH_AND_ADD", truth(atomics).to_owned()),
         ("DAT_IB_CMP_AND_SWAP", truth(atomics).to_owned()),
         ("DAT_IB_IMMED_DATA", "TRUE".to_owned()),
         ("DAT_IB_UD", "TRUE".to_owned()),
-    ];
+    ]);
     let strings: Vec<CString> = pairs.iter().flat_map(|(k, v)| [cstring(k), cstring(v)]).collect();
     let named = strings
         .chunks(2)
@@ -136,7 +121,7 @@ pub unsafe extern "C" fn open(
         let (Some(params), Some(table)) = (instance::params(&name), crate::table::for_instance(&name)) else {
             return not_found(DAT_NAME_NOT_REGISTERED);
         };
-        let device = match Device::open(&params) {
+        let device = match backend::Device::open(&params) {
             Ok(d) => d,
             Err(e) => return e,
         };
@@ -211,15 +196,12 @@ fn clamp(v: i64) -> DAT_COUNT {
 }
 
 fn fill_ia_attr(ia: &Ia, a: &mut DAT_IA_ATTR) {
-    let d = &ia.device.dev_attr;
-    let p = &ia.device.port_attr;
+    let d = ia.device.limits();
     *a = DAT_IA_ATTR::default();
-    copy_name(&mut a.adapter_name, &ia.device.name);
+    copy_name(&mut a.adapter_name, ia.device.name());
     copy_name(&mut a.vendor_name, &format!("vendor 0x{:x} part 0x{:x}", d.vendor_id, d.vendor_part_id));
     a.hardware_version_major = d.hw_ver;
-    // SAFETY: fw_ver is a NUL-terminated array filled by the kernel.
-    let fw = unsafe { CStr::from_ptr(d.fw_ver.as_ptr()) }.to_string_lossy().into_owned();
-    let mut fw_parts = fw.split('.').map(|s| s.parse::<u32>().unwrap_or(0));
+    let mut fw_parts = d.fw_ver.split('.').map(|s| s.parse::<u32>().unwrap_or(0));
     a.firmware_version_major = fw_parts.next().unwrap_or(0);
     a.firmware_version_minor = fw_parts.next().unwrap_or(0);
     a.ia_address_ptr = ia.device.ia_address();
@@ -234,8 +216,8 @@ fn fill_ia_attr(ia: &Ia, a: &mut DAT_IA_ATTR) {
     a.max_lmr_block_size = d.max_mr_size.min(u32::MAX as u64) as DAT_SEG_LENGTH;
     a.max_lmr_virtual_address = u64::MAX;
     a.max_pzs = clamp(d.max_pd as i64);
-    a.max_message_size = p.max_msg_sz as DAT_SEG_LENGTH;
-    a.max_rdma_size = p.max_msg_sz as DAT_SEG_LENGTH;
+    a.max_message_size = d.max_msg_size as DAT_SEG_LENGTH;
+    a.max_rdma_size = d.max_msg_size as DAT_SEG_LENGTH;
     a.max_rmrs = clamp(d.max_mw as i64);
     a.max_rmr_target_address = u64::MAX;
     a.max_srqs = clamp(d.max_srq as i64);
@@ -337,7 +319,7 @@ pub unsafe extern "C" fn close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_
         }
         // Stop the CM thread before the objects it could post to are gone.
         drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());
-        log::debug!("IA '{}' on {} closed", ia.name, ia.device.name);
+        log::debug!("IA '{}' on {} closed", ia.name, ia.device.name());
         POOL.remove(h);
         DAT_SUCCESS
     })

@@ -30,7 +30,12 @@ mod verbs;
 mod wake;
 
 use dat_abi::*;
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
+
+/// A C string of `s`, with any NUL bytes in it dropped.
+pub(crate) fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
 
 type RegistryFn = unsafe extern "C" fn(*const DAT_PROVIDER, *const DAT_PROVIDER_INFO) -> DAT_RETURN;
 

@@ -6,7 +6,7 @@ use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::lmr::Lmr;
 use crate::pz::Pz;
-use crate::backend::{self, MrOps, MwOps, PdOps, QpOps, WindowTarget};
+use crate::backend::{self, DeviceOps, MrOps, MwOps, PdOps, QpOps, WindowTarget};
 use dat_abi::status::{error, guard, invalid_arg, invalid_state};
 use dat_abi::*;
 use std::sync::Mutex;
@@ -38,7 +38,8 @@ impl Object for Rmr {
 
 /// Whether the device offers memory windows at all, and of type 2.
 pub fn windows(ia: &Ia) -> (bool, bool) {
-    ia.device.windows()
+    let l = ia.device.limits();
+    (l.windows, l.windows_type2)
 }
 
 pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> DAT_RETURN {

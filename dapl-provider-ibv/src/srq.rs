@@ -7,7 +7,7 @@ use crate::dto::Ring;
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::pz::Pz;
-use crate::backend::{self, PdOps, SrqOps};
+use crate::backend::{self, DeviceOps, PdOps, SrqOps};
 use dat_abi::status::{guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use std::collections::HashMap;
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn create(
         };
         // SAFETY: null-checked consumer attributes, copied.
         let Some(a) = (unsafe { attr.as_ref() }).copied() else { return invalid_arg(DAT_INVALID_ARG3) };
-        let d = &ia.device.dev_attr;
+        let d = ia.device.limits();
         if a.max_recv_dtos <= 0 || a.max_recv_dtos > d.max_srq_wr || a.max_recv_iov <= 0
             || a.max_recv_iov > d.max_srq_sge.min(crate::ep::MAX_IOV as i32) || a.low_watermark < 0
             || a.low_watermark > a.max_recv_dtos
@@ -185,7 +185,7 @@ pub unsafe extern "C" fn resize(h: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETUR
             Ok(s) => s,
             Err(e) => return e,
         };
-        if qlen <= 0 || qlen > s.ia.device.dev_attr.max_srq_wr {
+        if qlen <= 0 || qlen > s.ia.device.limits().max_srq_wr {
             return invalid_arg(DAT_INVALID_ARG2);
         }
         // The slot ring is sized at creation; growing past it would let a

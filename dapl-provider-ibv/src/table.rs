@@ -7,7 +7,7 @@
 //! coverage table lists for it.
 
 use crate::{cno, connection, cr, ep, evd, generic, ia, lmr, psp, pz, rmr, rsp, srq};
-use crate::verbs::device::cstring;
+use crate::cstring;
 use dat_abi::*;
 use std::ffi::CStr;
 use std::sync::Mutex;

@@ -7,11 +7,11 @@
 //! this IA's connections.
 
 use super::Verbs;
-use crate::backend::{DeviceOps, QpCaps};
+use crate::backend::{DeviceOps, Limits, QpCaps};
 use dat_abi::status::{error, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::net::IpAddr;
 use std::path::Path;
 
@@ -24,6 +24,7 @@ pub struct Device {
     pub addr: Box<libc::sockaddr_storage>,
     pub dev_attr: ibv::ibv_device_attr,
     pub port_attr: ibv::ibv_port_attr,
+    limits: Limits,
     pub channel: *mut ibv::rdma_event_channel,
     id: *mut ibv::rdma_cm_id,
 }
@@ -160,7 +161,7 @@ fn unreachable(msg: String) -> DAT_RETURN {
 }
 
 impl Device {
-    pub fn open(params: &str) -> Result<Device, DAT_RETURN> {
+    fn open_port(params: &str) -> Result<Device, DAT_RETURN> {
         let sys = Path::new("/sys");
         let target = parse(params, sys).map_err(|m| unreachable(format!("ia_params \"{params}\": {m}")))?;
         let (ip, netdev, want) = match target {
@@ -220,6 +221,7 @@ impl Device {
             // SAFETY: plain C structs, filled below.
             dev_attr: unsafe { std::mem::zeroed() },
             port_attr: unsafe { std::mem::zeroed() },
+            limits: Limits::default(),
             channel,
             id,
         };
@@ -237,25 +239,94 @@ impl Device {
             log::error!("querying {} failed: {}", dev.name, std::io::Error::last_os_error());
             return Err(no_resources(DAT_RESOURCE_DEVICE));
         }
+        dev.limits = dev.limits_of();
         log::debug!("ia_params \"{params}\": {} port {} at {ip} ({})", dev.name, dev.port,
             dev.netdev.as_deref().unwrap_or("no netdev"));
         Ok(dev)
     }
 
     /// Whether the device offers memory windows at all, and of type 2.
-    pub fn windows(&self) -> (bool, bool) {
+    fn windows(&self) -> (bool, bool) {
         let caps = self.dev_attr.device_cap_flags;
         let any = self.dev_attr.max_mw > 0 || caps & ibv::IBV_DEVICE_MEM_WINDOW != 0;
         let type2 = caps & (ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2A | ibv::IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
         (any, type2)
     }
 
-    pub fn ia_address(&self) -> DAT_IA_ADDRESS_PTR {
-        &*self.addr as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR
+    fn limits_of(&self) -> Limits {
+        let d = &self.dev_attr;
+        let p = &self.port_attr;
+        let (windows, windows_type2) = self.windows();
+        Limits {
+            vendor_id: d.vendor_id,
+            vendor_part_id: d.vendor_part_id,
+            hw_ver: d.hw_ver,
+            // SAFETY: fw_ver is a NUL-terminated array filled by the kernel.
+            fw_ver: unsafe { CStr::from_ptr(d.fw_ver.as_ptr()) }.to_string_lossy().into_owned(),
+            max_qp: d.max_qp,
+            max_qp_wr: d.max_qp_wr,
+            max_sge: d.max_sge,
+            max_sge_rd: d.max_sge_rd,
+            max_cq: d.max_cq,
+            max_cqe: d.max_cqe,
+            max_mr: d.max_mr,
+            max_mr_size: d.max_mr_size,
+            max_pd: d.max_pd,
+            max_qp_rd_atom: d.max_qp_rd_atom,
+            max_res_rd_atom: d.max_res_rd_atom,
+            max_qp_init_rd_atom: d.max_qp_init_rd_atom,
+            max_mw: d.max_mw,
+            max_srq: d.max_srq,
+            max_srq_wr: d.max_srq_wr,
+            max_srq_sge: d.max_srq_sge,
+            max_msg_size: p.max_msg_sz,
+            mtu: 128 << p.active_mtu.clamp(1, 5),
+            atomics: d.atomic_cap != ibv::IBV_ATOMIC_NONE,
+            windows,
+            windows_type2,
+        }
     }
 }
 
+fn mtu_bytes(mtu: u32) -> u32 {
+    // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
+    if (1..=5).contains(&mtu) { 128 << mtu } else { 0 }
+}
+
 impl DeviceOps<Verbs> for Device {
+    fn open(params: &str) -> Result<Device, DAT_RETURN> {
+        Device::open_port(params)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn ia_address(&self) -> DAT_IA_ADDRESS_PTR {
+        &*self.addr as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR
+    }
+
+    fn describe(&self) -> Vec<(&'static str, String)> {
+        let state = match self.port_attr.state {
+            ibv::IBV_PORT_ACTIVE => "ACTIVE",
+            ibv::IBV_PORT_DOWN => "DOWN",
+            ibv::IBV_PORT_INIT => "INIT",
+            ibv::IBV_PORT_ARMED => "ARMED",
+            _ => "UNKNOWN",
+        };
+        vec![
+            ("DAT_IB_DEVICE_NAME", self.name.clone()),
+            ("DAT_IB_PORT_NUMBER", self.port.to_string()),
+            ("DAT_IB_PORT_STATUS", state.to_owned()),
+            ("DAT_IB_TRANSPORT_MTU", mtu_bytes(self.port_attr.active_mtu).to_string()),
+            ("DAT_IB_NETDEV", self.netdev.clone().unwrap_or_default()),
+        ]
+    }
+
     fn alloc_pd(&self) -> std::io::Result<super::pd::Pd> {
         super::pd::Pd::alloc(self.ctx, self.windows().0)
     }
@@ -276,10 +347,6 @@ impl DeviceOps<Verbs> for Device {
         let srq = srq.map_or(std::ptr::null_mut(), |s| s.0);
         super::qp::Qp::create(pd.pd, send_cq.cq, recv_cq.cq, srq, caps, self.port, context)
     }
-}
-
-pub fn cstring(s: &str) -> CString {
-    CString::new(s.replace('\0', "")).unwrap_or_default()
 }
 
 #[cfg(test)]
