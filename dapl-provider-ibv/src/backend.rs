@@ -11,6 +11,7 @@
 
 use dat_abi::*;
 use std::io;
+use std::sync::Mutex;
 
 /// The backend the provider is built with.
 pub type Active = crate::verbs::Verbs;
@@ -24,7 +25,8 @@ pub type Ah = <Active as Transport>::Ah;
 pub type Cq = <Active as Transport>::Cq;
 pub type Qp = <Active as Transport>::Qp;
 pub type Sge = <Active as Transport>::Sge;
-pub type Path = <Active as Transport>::Path;
+pub type ConnId = <Active as Transport>::ConnId;
+pub type Events = <Active as Transport>::Events;
 
 /// A transport: the family of objects one backend provides.
 pub trait Transport: Sized + 'static {
@@ -45,8 +47,24 @@ pub trait Transport: Sized + 'static {
     /// One scatter/gather entry in the backend's own layout, so a post
     /// hands the core's list over as it is.
     type Sge: Copy;
+    /// One connection (or datagram address resolution) in the connection
+    /// manager: a small copyable reference, destroyed explicitly.
+    type ConnId: ConnIdOps<Self> + Copy + Send + Sync;
+    /// The running thread that delivers an IA's connection and async
+    /// events; dropping it stops and joins the thread.
+    type Events: Send;
+
+    /// Private data limits of the connection manager's messages.
+    const MAX_CONNECT_PDATA: usize;
+    const MAX_ACCEPT_PDATA: usize;
+    const MAX_REJECT_PDATA: usize;
+    /// The same for a datagram address resolution's request and reply.
+    const MAX_UD_CONNECT_PDATA: usize;
+    const MAX_UD_ACCEPT_PDATA: usize;
 
     fn sge(addr: u64, len: u32, key: u32) -> Self::Sge;
+    /// The transport's port for a DAT connection qualifier.
+    fn port_of(qual: DAT_CONN_QUAL) -> u16;
 }
 
 /// What an adapter can do, as ia_query and the EP and EVD checks need it.
@@ -102,7 +120,18 @@ pub trait DeviceOps<T: Transport> {
     /// Provider-specific attributes describing the device and port, as
     /// DAPL's providers publish them (name, value).
     fn describe(&self) -> Vec<(&'static str, String)>;
+    /// The IA address as a sockaddr, for binding and resolving from it.
+    fn address(&self) -> &libc::sockaddr_storage;
     fn alloc_pd(&self) -> io::Result<T::Pd>;
+    /// A connection id whose events name `context` (a DAT handle), for a
+    /// connection or, with `datagram`, a UD address resolution.
+    fn create_conn_id(&self, context: usize, datagram: bool) -> io::Result<T::ConnId>;
+    /// An id bound to the IA address on `port` (0: any) and listening; its
+    /// events name `context`. Returns it and the port it got.
+    fn listen(&self, port: u16, context: usize, datagram: bool) -> io::Result<(T::ConnId, u16)>;
+    /// Starts the thread that hands this IA's connection events to `on_cm`
+    /// and the device's async events to `on_async`, and runs `tick` between.
+    fn start_events(&self, on_cm: CmHandler<T>, on_async: AsyncHandler, tick: Tick) -> io::Result<T::Events>;
     fn create_cq(&self, depth: i32) -> io::Result<T::Cq>;
     /// A queue pair on `pd`; `context` is the DAT handle async events about
     /// it will name. Receives go to `srq` when there is one.
@@ -273,4 +302,122 @@ pub trait QpOps<T: Transport> {
     fn post_bind(&self, wr_id: u64, signaled: bool, mw: &T::Mw, rkey: u32, target: &WindowTarget<T>) -> Result<(), i32>;
     /// Binds (or with no target, unbinds) a type 1 window.
     fn bind_type1(&self, wr_id: u64, signaled: bool, mw: &T::Mw, target: Option<&WindowTarget<T>>) -> Result<(), i32>;
+    /// Ready to send and receive on the connection `id` carries, with the
+    /// given incoming and outgoing RDMA read depths.
+    fn connect_via(&self, id: &T::ConnId, responder: u8, initiator: u8) -> io::Result<()>;
+}
+
+/// What a connect or accept sends besides the QP.
+pub struct ConnParams<'a> {
+    pub pdata: &'a [u8],
+    /// Incoming RDMA reads we take, and outgoing ones we issue.
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+    /// The QP takes its receives from an SRQ.
+    pub srq: bool,
+    pub qp_num: u32,
+}
+
+pub trait ConnIdOps<T: Transport> {
+    /// Makes the id's events name `context` (a DAT handle) from now on.
+    fn set_context(&self, context: usize);
+    /// A datagram (UD) address resolution, not a connection.
+    fn is_datagram(&self) -> bool;
+    fn resolve_addr(&self, src: &libc::sockaddr_storage, dst: &libc::sockaddr_storage, timeout_ms: i32) -> io::Result<()>;
+    fn resolve_route(&self, timeout_ms: i32) -> io::Result<()>;
+    fn connect(&self, p: &ConnParams) -> io::Result<()>;
+    fn accept(&self, p: &ConnParams) -> io::Result<()>;
+    /// Refuses a request: for the consumer with its private data, or for
+    /// the provider with none.
+    fn reject(&self, consumer_pdata: Option<&[u8]>);
+    /// Tells the connection manager the active side is ready.
+    fn establish(&self);
+    fn disconnect(&self) -> io::Result<()>;
+    /// The local port of a bound or connected id.
+    fn local_port(&self) -> u16;
+    /// The peer of a request or connection (AF_UNSPEC if unknown).
+    fn peer_address(&self) -> libc::sockaddr_storage;
+    /// Releases the id; blocks until its events are acknowledged, so never
+    /// from inside the event handler.
+    fn destroy(self);
+}
+
+/// A connection-manager event, in the core's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmEventKind {
+    AddrResolved,
+    RouteResolved,
+    /// Address or route resolution failed, or the peer is unreachable.
+    Unreachable { timed_out: bool },
+    ConnectRequest,
+    /// The passive side accepted (the active side must now establish).
+    ConnectResponse,
+    ConnectError,
+    /// The peer refused: its consumer (private data then holds its reason),
+    /// or its provider or transport.
+    Rejected { by_consumer: bool },
+    Established,
+    Disconnected,
+    DeviceRemoval,
+    Other,
+}
+
+pub struct CmEvent<'a, T: Transport> {
+    pub kind: CmEventKind,
+    /// The id the event is about (for a connect request, the new one).
+    pub id: T::ConnId,
+    /// The context of `id`, or for a connect request, of the listening id.
+    pub context: usize,
+    /// The peer's private data, valid for the handler's call only.
+    pub pdata: &'a [u8],
+    /// For an established datagram resolution: the path to the peer and its QP.
+    pub ud_peer: Option<(&'a T::Path, u32)>,
+}
+
+/// Handles one connection event; an id it returns is destroyed once the
+/// event is acknowledged.
+pub type CmHandler<T> = fn(&CmEvent<T>) -> Option<<T as Transport>::ConnId>;
+
+/// A device event not tied to one work request. Contexts are the DAT
+/// handles the objects were given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncEvent {
+    /// A completion queue overran.
+    CqError { context: usize },
+    /// A QP failed; `code` is the backend's, for logs.
+    QpError { context: usize, code: u32 },
+    SrqLimitReached { context: usize },
+    SrqError { context: usize },
+    Other { code: u32 },
+}
+
+pub type AsyncHandler = fn(&AsyncEvent);
+
+/// Runs between event waits; returns how long (µs) until it wants to run again.
+pub type Tick = Box<dyn Fn() -> Option<u64> + Send>;
+
+/// Where an object keeps its connection id: taken and replaced whole, so
+/// two threads never both release one.
+pub struct IdSlot(Mutex<Option<ConnId>>);
+
+impl IdSlot {
+    pub const fn new(id: Option<ConnId>) -> Self {
+        IdSlot(Mutex::new(id))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<ConnId>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn take(&self) -> Option<ConnId> {
+        self.lock().take()
+    }
+
+    pub fn set(&self, id: Option<ConnId>) {
+        *self.lock() = id;
+    }
+
+    pub fn get(&self) -> Option<ConnId> {
+        *self.lock()
+    }
 }

@@ -1,27 +1,17 @@
 //! Connection management: dat_ep_connect / dat_ep_disconnect and the
-//! handler the IA's CM thread runs for every rdma_cm event.
+//! handler the IA's event thread runs for every connection-manager event.
 
+use crate::backend::{Active, CmEvent, CmEventKind, ConnId, ConnIdOps, ConnParams, DeviceOps, IdSlot, QpOps, Transport};
 use crate::cr::{self, Cr};
-use crate::ep::{self, Ep, MAX_CONNECT_PDATA};
+use crate::ep::{self, Ep};
 use crate::evd::{self, Evd};
 use crate::handle;
-use crate::psp::{self, Psp};
+use crate::psp::Psp;
 use crate::rsp::Rsp;
-use crate::backend::{DeviceOps, QpOps};
-use crate::verbs::cm;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, Ordering};
-
-/// IB CM reject reason for "the peer's consumer said no".
-const REJ_CONSUMER_DEFINED: i32 = 28;
-
-/// DAPL's rdma_cm provider puts this 4-byte version word before the
-/// consumer's private data in a reject, and strips it from one it receives;
-/// we do the same so rejects carry the same bytes between the two.
-pub const REJECT_HEADER: [u8; 4] = [0x02, 0x00, 0x02, 0x00];
+use std::sync::atomic::Ordering;
 
 fn timeout_ms(t: DAT_TIMEOUT) -> i32 {
     if t == DAT_TIMEOUT_INFINITE { 2000 } else { (t / 1000).clamp(100, 60_000) as i32 }
@@ -51,7 +41,7 @@ fn start_connect(
     if addr.is_null() {
         return invalid_arg(DAT_INVALID_ARG2);
     }
-    let limit = if ep.is_ud() { crate::ud::MAX_CONNECT_PDATA } else { MAX_CONNECT_PDATA };
+    let limit = if ep.is_ud() { Active::MAX_UD_CONNECT_PDATA } else { Active::MAX_CONNECT_PDATA };
     if psize < 0 || psize as usize > limit {
         return invalid_arg(DAT_INVALID_ARG5);
     }
@@ -78,7 +68,7 @@ fn start_connect(
     };
     // SAFETY: copying `len` bytes the family guarantees exist.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, &mut remote as *mut _ as *mut u8, len) };
-    let port = psp::port_of(qual);
+    let port = Active::port_of(qual);
     // SAFETY: sin_port and sin6_port share an offset.
     unsafe { (*(&mut remote as *mut _ as *mut libc::sockaddr_in)).sin_port = port.to_be() };
     *ep.remote.lock().unwrap_or_else(|e| e.into_inner()) = remote;
@@ -95,24 +85,21 @@ fn start_connect(
         let due = std::time::Instant::now() + std::time::Duration::from_micros(timeout as u64);
         ep.ia.connects.lock().unwrap_or_else(|e| e.into_inner()).push((h as usize, due));
     }
-    let id = match cm::create_id(ep.ia.device.channel, h as usize) {
+    let id = match ep.ia.device.create_conn_id(h as usize, false) {
         Ok(id) => id,
         Err(e) => {
-            log::warn!("rdma_create_id: {e}");
+            log::warn!("creating a connection id: {e}");
             ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
             return no_resources(DAT_RESOURCE_TEP);
         }
     };
-    ep.cm_id.store(id, Ordering::Release);
-    let mut src = *ep.ia.device.addr;
-    // SAFETY: src is the IA address (port 0), remote a full sockaddr; id is live.
-    let rc = unsafe {
-        ibv::rdma_resolve_addr(id, &mut src as *mut _ as *mut libc::sockaddr, &mut remote as *mut _ as *mut libc::sockaddr, ms)
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        log::warn!("rdma_resolve_addr: {e}");
-        cm::destroy_id(ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel));
+    ep.cm_id.set(Some(id));
+    // From the IA address (port 0) to the peer's full sockaddr.
+    if let Err(e) = id.resolve_addr(ep.ia.device.address(), &remote, ms) {
+        log::warn!("resolving the peer's address: {e}");
+        if let Some(id) = ep.cm_id.take() {
+            id.destroy();
+        }
         ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
@@ -174,9 +161,8 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
                 if flags == DAT_CLOSE_ABRUPT_FLAG {
                     ep.with_qp(|q| q.to_error());
                 }
-                let id = ep.cm_id.load(Ordering::Acquire);
-                // SAFETY: the connected id; DISCONNECTED arrives on the CM thread.
-                if !id.is_null() && unsafe { ibv::rdma_disconnect(id) } != 0 {
+                // DISCONNECTED arrives on the event thread.
+                if ep.cm_id.get().is_some_and(|id| id.disconnect().is_err()) {
                     // Already gone on the wire: finish here.
                     finish_disconnect(ep, h);
                 }
@@ -222,23 +208,10 @@ fn finish_disconnect(ep: &Ep, h: DAT_EP_HANDLE) {
     }
 }
 
-fn event_pdata(ev: &ibv::rdma_cm_event) -> Vec<u8> {
-    // SAFETY: for connection events param.conn is the active member; the
-    // private data lives until the event is acked, so it is copied now.
-    unsafe {
-        let c = &ev.param.conn;
-        if c.private_data.is_null() || c.private_data_len == 0 {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(c.private_data as *const u8, c.private_data_len as usize).to_vec()
-        }
-    }
-}
-
 /// Held by the CM thread while it works on objects, and by consumer threads
 /// while they end one (the object's body is dropped in its slot): a handler
 /// never sees an EP, CR, PSP, RSP or UD resolution half torn down. Never
-/// held across rdma_destroy_id, which waits on the CM thread.
+/// held across destroying a connection id, which waits on the CM thread.
 static CM_BUSY: Mutex<()> = Mutex::new(());
 
 /// Runs `f` (which ends an object the CM thread may be looking at) while
@@ -248,17 +221,16 @@ pub fn quiesced<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Handles one rdma_cm event on the CM thread. Returns an id to destroy
+/// Handles one connection event on the CM thread. Returns an id to destroy
 /// once the event is acked.
-pub fn handle_event(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
+pub fn handle_event(ev: &CmEvent<Active>) -> Option<ConnId> {
     let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
-    let id = ev.id;
-    log::debug!("rdma_cm event {} status {} on id {id:p}", ev.event, ev.status);
-    if ev.event == ibv::RDMA_CM_EVENT_CONNECT_REQUEST {
+    log::debug!("connection event {:?} for {:#x}", ev.kind, ev.context);
+    if ev.kind == CmEventKind::ConnectRequest {
         return connect_request(ev);
     }
-    // SAFETY: every id we create carries its owner's handle as context.
-    let owner = unsafe { (*id).context } as DAT_HANDLE;
+    // Every id we create carries its owner's handle as context.
+    let owner = ev.context as DAT_HANDLE;
     match handle::kind_of(owner) {
         Some(DAT_HANDLE_TYPE_EP) => ep_event(ev, owner),
         Some(DAT_IB_HANDLE_TYPE_EXT) => crate::ud::cm_event(ev, owner),
@@ -266,108 +238,96 @@ pub fn handle_event(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
             // The requester gave up before we accepted: the CR stays for the
             // consumer, and accepting it will fail.
             if let Ok(cr) = handle::get::<Cr>(owner) {
-                if matches!(ev.event, ibv::RDMA_CM_EVENT_DISCONNECTED | ibv::RDMA_CM_EVENT_CONNECT_ERROR) {
-                    return Some(cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel)).filter(|p| !p.is_null());
+                if matches!(ev.kind, CmEventKind::Disconnected | CmEventKind::ConnectError) {
+                    return cr.id.take();
                 }
             }
             None
         }
         _ => {
-            log::debug!("rdma_cm event {} for an object that is gone", ev.event);
+            log::debug!("connection event {:?} for an object that is gone", ev.kind);
             None
         }
     }
 }
 
-fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_cm_id> {
+fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
     let ep = ep::get(h).ok()?;
     let id = ev.id;
     let ms = ep.timeout_ms.load(Ordering::Acquire) as i32;
-    let fail = |number: DAT_EVENT_NUMBER| fail_with(ep, h, number, &event_pdata(ev));
-    match ev.event {
-        ibv::RDMA_CM_EVENT_ADDR_RESOLVED => {
-            // SAFETY: live id with a resolved address.
-            if unsafe { ibv::rdma_resolve_route(id, ms) } != 0 {
+    let fail = |number: DAT_EVENT_NUMBER| fail_with(ep, h, number, ev.pdata);
+    match ev.kind {
+        CmEventKind::AddrResolved => {
+            if id.resolve_route(ms).is_err() {
                 return fail(DAT_CONNECTION_EVENT_UNREACHABLE);
             }
             None
         }
-        ibv::RDMA_CM_EVENT_ROUTE_RESOLVED => {
+        CmEventKind::RouteResolved => {
             let pdata = ep.connect_pdata.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let (resp, init) = ep.rdma_depths();
-            // SAFETY: all-zero conn param, then our fields.
-            let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
-            param.private_data = if pdata.is_empty() { std::ptr::null() } else { pdata.as_ptr() as *const libc::c_void };
-            param.private_data_len = pdata.len() as u8;
-            param.responder_resources = resp.max(1);
-            param.initiator_depth = init.max(1);
-            param.retry_count = 7;
-            param.rnr_retry_count = 7;
-            param.srq = ep.uses_srq() as u8;
-            param.qp_num = ep.qp_num()?;
-            // SAFETY: live id with a route; pdata outlives the call.
-            if unsafe { ibv::rdma_connect(id, &mut param) } != 0 {
-                log::warn!("rdma_connect: {}", std::io::Error::last_os_error());
+            let (resp, init) = ep.read_depths();
+            let param = ConnParams {
+                pdata: &pdata,
+                responder_resources: resp.max(1),
+                initiator_depth: init.max(1),
+                srq: ep.uses_srq(),
+                qp_num: ep.qp_num()?,
+            };
+            if let Err(e) = id.connect(&param) {
+                log::warn!("connect: {e}");
                 return fail(DAT_CONNECTION_EVENT_UNREACHABLE);
             }
             None
         }
-        ibv::RDMA_CM_EVENT_CONNECT_RESPONSE => {
-            let (resp, init) = ep.rdma_depths();
-            let moved = ep.with_qp(|q| {
-                q.to_state_via(id, ibv::IBV_QPS_RTR, |a| a.max_dest_rd_atomic = resp.max(1))
-                    .and_then(|_| q.to_state_via(id, ibv::IBV_QPS_RTS, |a| a.max_rd_atomic = init.max(1)))
-            });
+        CmEventKind::ConnectResponse => {
+            let (resp, init) = ep.read_depths();
+            let moved = ep.with_qp(|q| q.connect_via(&id, resp, init));
             if !matches!(moved, Some(Ok(()))) {
                 log::warn!("connect: QP to RTS failed: {moved:?}");
-                // SAFETY: tell the peer before giving up.
-                unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
+                // Tell the peer before giving up.
+                id.reject(None);
                 return fail(DAT_CONNECTION_EVENT_BROKEN);
             }
-            // SAFETY: live id after a connect response.
-            unsafe { ibv::rdma_establish(id) };
-            ep.record_local_port(id);
+            id.establish();
+            ep.record_local_port(&id);
             ep.state.store(DAT_EP_STATE_CONNECTED, Ordering::Release);
-            ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, &event_pdata(ev));
+            ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, ev.pdata);
             None
         }
-        ibv::RDMA_CM_EVENT_ESTABLISHED => {
-            ep.record_local_port(id);
+        CmEventKind::Established => {
+            ep.record_local_port(&id);
             if ep.state.swap(DAT_EP_STATE_CONNECTED, Ordering::AcqRel) != DAT_EP_STATE_CONNECTED {
-                ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, &event_pdata(ev));
+                ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, ev.pdata);
             }
             None
         }
-        ibv::RDMA_CM_EVENT_REJECTED => {
+        CmEventKind::Rejected { by_consumer } => {
             let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+            // A consumer's reject carries its reason as the private data.
             fail(if passive {
                 DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
-            } else if ev.status == REJ_CONSUMER_DEFINED {
-                // The consumer's data follows DAPL's reject header.
-                let pdata = event_pdata(ev);
-                let body = pdata.strip_prefix(&REJECT_HEADER[..]).unwrap_or(&pdata).to_vec();
-                return fail_with(ep, h, DAT_CONNECTION_EVENT_PEER_REJECTED, &body);
+            } else if by_consumer {
+                DAT_CONNECTION_EVENT_PEER_REJECTED
             } else {
                 DAT_CONNECTION_EVENT_NON_PEER_REJECTED
             })
         }
-        ibv::RDMA_CM_EVENT_ADDR_ERROR | ibv::RDMA_CM_EVENT_ROUTE_ERROR | ibv::RDMA_CM_EVENT_UNREACHABLE => {
-            fail(if ev.status == -libc::ETIMEDOUT { DAT_CONNECTION_EVENT_TIMED_OUT } else { DAT_CONNECTION_EVENT_UNREACHABLE })
+        CmEventKind::Unreachable { timed_out } => {
+            fail(if timed_out { DAT_CONNECTION_EVENT_TIMED_OUT } else { DAT_CONNECTION_EVENT_UNREACHABLE })
         }
-        ibv::RDMA_CM_EVENT_CONNECT_ERROR => {
+        CmEventKind::ConnectError => {
             let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
             fail(if passive { DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR } else { DAT_CONNECTION_EVENT_BROKEN })
         }
-        ibv::RDMA_CM_EVENT_DISCONNECTED => {
+        CmEventKind::Disconnected => {
             // Answer the peer's disconnect request: without our reply its
             // side waits out the CM timeout (about a minute) before its id
-            // can be destroyed.
-            // SAFETY: the live id of this connection; a second call is harmless.
-            unsafe { ibv::rdma_disconnect(id) };
+            // can be destroyed. A second disconnect is harmless.
+            let _ = id.disconnect();
             finish_disconnect(ep, h);
             None
         }
-        ibv::RDMA_CM_EVENT_DEVICE_REMOVAL => {
+        CmEventKind::DeviceRemoval => {
             post_async(ep.ia.async_evd(), DAT_ASYNC_ERROR_IA_CATASTROPHIC, h);
             fail(DAT_CONNECTION_EVENT_BROKEN)
         }
@@ -393,7 +353,7 @@ pub fn expire_connects(ia_h: usize) -> Option<u64> {
         let Ok(e) = ep::get(h as DAT_HANDLE) else { continue };
         log::debug!("EP {h:#x}: connect timed out");
         if let Some(id) = fail_with(e, h as DAT_HANDLE, DAT_CONNECTION_EVENT_TIMED_OUT, &[]) {
-            cm::destroy_id(id);
+            id.destroy();
         }
     }
     next.map(|d| d.as_micros() as u64 + 1)
@@ -401,12 +361,11 @@ pub fn expire_connects(ia_h: usize) -> Option<u64> {
 
 /// Ends a connection attempt with `number`; the spent id is handed back to
 /// be destroyed after the event's ack.
-fn fail_with(ep: &Ep, h: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) -> Option<*mut ibv::rdma_cm_id> {
+fn fail_with(ep: &Ep, h: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) -> Option<ConnId> {
     ep.with_qp(|q| q.to_error());
     ep.state.store(DAT_EP_STATE_DISCONNECTED, Ordering::Release);
     ep.post_conn_event(h, number, pdata);
-    let spent = ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    (!spent.is_null()).then_some(spent)
+    ep.cm_id.take()
 }
 
 fn post_async(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE) {
@@ -418,17 +377,16 @@ fn post_async(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE
 }
 
 /// A request on a PSP or RSP becomes a CR on its EVD.
-fn connect_request(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
+fn connect_request(ev: &CmEvent<Active>) -> Option<ConnId> {
     let id = ev.id;
-    // SAFETY: listening ids carry their PSP/RSP handle as context.
-    let sp = unsafe { (*ev.listen_id).context } as DAT_HANDLE;
+    // Listening ids carry their PSP/RSP handle as context.
+    let sp = ev.context as DAT_HANDLE;
     let refuse = || {
         log::debug!("connection request on {sp:p} refused");
-        // SAFETY: a request id we will not use.
-        unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
+        id.reject(None);
         Some(id)
     };
-    let ud = cm::is_ud(id);
+    let ud = id.is_datagram();
     let (ia, evd_h, qual, ep_h) = match handle::kind_of(sp) {
         Some(DAT_HANDLE_TYPE_PSP) => {
             let Ok(p) = handle::get::<Psp>(sp) else { return refuse() };
@@ -457,30 +415,19 @@ fn connect_request(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
         }
         _ => return refuse(),
     };
-    // SAFETY: the request id's peer address, copied by family length.
-    let mut remote: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    // SAFETY: rdma_get_peer_addr returns a pointer into the live id.
-    let peer = unsafe { ibv::rdma_get_peer_addr(id) } as *const libc::sockaddr_storage;
-    if !peer.is_null() {
-        // SAFETY: reading a sockaddr of the length its family implies.
-        unsafe {
-            if let Some(len) = sockaddr_len((*peer).ss_family) {
-                std::ptr::copy_nonoverlapping(peer as *const u8, &mut remote as *mut _ as *mut u8, len);
-            }
-        }
-    }
-    // SAFETY: sin_port/sin6_port share an offset.
+    let remote = id.peer_address();
+    // SAFETY: sin_port/sin6_port share an offset in a sockaddr_storage.
     let remote_port = u16::from_be(unsafe { (*(&remote as *const _ as *const libc::sockaddr_in)).sin_port });
     let cr_h = cr::insert(Cr {
         ia,
-        id: AtomicPtr::new(id),
-        pdata: event_pdata(ev),
+        id: IdSlot::new(Some(id)),
+        pdata: ev.pdata.to_vec(),
         remote: Box::new(remote),
         remote_port,
         ep: ep_h,
     });
-    // SAFETY: the id's events now name the CR.
-    unsafe { (*id).context = cr_h };
+    // The id's events now name the CR.
+    id.set_context(cr_h as usize);
     let Ok(evd) = handle::get::<Evd>(evd_h as DAT_HANDLE) else {
         return refuse_cr(cr_h);
     };
@@ -501,9 +448,8 @@ fn connect_request(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
 
 /// Drops a CR made for the current event; its id is rejected now and
 /// destroyed after the ack (destroying it here would wait on ourselves).
-fn refuse_cr(cr_h: DAT_CR_HANDLE) -> Option<*mut ibv::rdma_cm_id> {
+fn refuse_cr(cr_h: DAT_CR_HANDLE) -> Option<ConnId> {
     let id = cr::discard(cr_h)?;
-    // SAFETY: the request id of the event being handled.
-    unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
+    id.reject(None);
     Some(id)
 }

@@ -1,29 +1,22 @@
 //! Connection requests: an incoming connect waiting for accept or reject.
 
-use crate::ep::{self, MAX_ACCEPT_PDATA};
+use crate::backend::{Active, ConnId, ConnIdOps, ConnParams, DeviceOps, IdSlot, QpOps, Transport};
+use crate::ep;
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
-use crate::backend::{DeviceOps, QpOps};
-use crate::verbs::cm;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state};
 use dat_abi::*;
-use rdma_core_sys as ibv;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 
 pub struct Cr {
     pub ia: &'static Ia,
-    pub id: AtomicPtr<ibv::rdma_cm_id>,
+    pub id: IdSlot,
     pub pdata: Vec<u8>,
     pub remote: Box<libc::sockaddr_storage>,
     pub remote_port: u16,
     /// The EP to use: the RSP's, or one the provider made (PSP_PROVIDER_FLAG).
     pub ep: usize,
 }
-
-// The cm id is used by one thread at a time: the CM thread before the CR is
-// published, the consumer after.
-unsafe impl Send for Cr {}
-unsafe impl Sync for Cr {}
 
 pub const RANK: u8 = 10;
 
@@ -45,21 +38,23 @@ pub fn insert(cr: Cr) -> DAT_CR_HANDLE {
 pub fn destroy(h: DAT_HANDLE) {
     let Ok(cr) = handle::get::<Cr>(h) else { return };
     cr.ia.disown(h);
-    let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if crate::connection::quiesced(|| POOL.remove(h)) && !id.is_null() {
-        // SAFETY: a pending request id nobody accepted.
-        unsafe { ibv::rdma_reject(id, std::ptr::null(), 0) };
-        cm::destroy_id(id);
+    let id = cr.id.take();
+    if crate::connection::quiesced(|| POOL.remove(h)) {
+        if let Some(id) = id {
+            // A pending request nobody accepted.
+            id.reject(None);
+            id.destroy();
+        }
     }
 }
 
 /// Removes a CR and hands back its id, neither rejected nor destroyed.
-pub fn discard(h: DAT_HANDLE) -> Option<*mut ibv::rdma_cm_id> {
+pub fn discard(h: DAT_HANDLE) -> Option<ConnId> {
     let cr = handle::get::<Cr>(h).ok()?;
     cr.ia.disown(h);
-    let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let id = cr.id.take();
     POOL.remove(h);
-    (!id.is_null()).then_some(id)
+    id
 }
 
 pub unsafe extern "C" fn query(h: DAT_CR_HANDLE, _mask: DAT_CR_PARAM_MASK, out: *mut DAT_CR_PARAM) -> DAT_RETURN {
@@ -90,13 +85,13 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
             Ok(e) => e,
             Err(e) => return e,
         };
-        if psize < 0 || psize as usize > MAX_ACCEPT_PDATA {
+        if psize < 0 || psize as usize > Active::MAX_ACCEPT_PDATA {
             return invalid_arg(DAT_INVALID_ARG3);
         }
         if psize > 0 && pdata.is_null() {
             return invalid_arg(DAT_INVALID_ARG4);
         }
-        if cm::is_ud(cr.id.load(Ordering::Acquire)) {
+        if cr.id.get().is_some_and(|id| id.is_datagram()) {
             // A UD request is an address resolution: answered, not connected.
             let r = crate::ud::accept(cr, ep_h, ep, psize, pdata);
             if r == DAT_SUCCESS {
@@ -111,43 +106,39 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
         }
         let Some(qp_num) = ep.qp_num() else { return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED) };
         // Taking the id makes a second accept of this CR fail cleanly.
-        let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if id.is_null() {
-            return invalid_state(0);
-        }
-        let (resp, init) = ep.rdma_depths();
-        let moved = ep.with_qp(|q| {
-            q.to_state_via(id, ibv::IBV_QPS_RTR, |a| a.max_dest_rd_atomic = resp.max(1))
-                .and_then(|_| q.to_state_via(id, ibv::IBV_QPS_RTS, |a| a.max_rd_atomic = init.max(1)))
-        });
+        let Some(id) = cr.id.take() else { return invalid_state(0) };
+        let (resp, init) = ep.read_depths();
+        let moved = ep.with_qp(|q| q.connect_via(&id, resp, init));
         if !matches!(moved, Some(Ok(()))) {
             log::warn!("accept: QP to RTS failed: {moved:?}");
-            cr.id.store(id, Ordering::Release);
+            cr.id.set(Some(id));
             return error(DAT_INTERNAL_ERROR, 0);
         }
-        // SAFETY: all-zero conn param, then our fields.
-        let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
-        param.private_data = pdata;
-        param.private_data_len = psize as u8;
-        param.responder_resources = resp.max(1);
-        param.initiator_depth = init.max(1);
-        param.rnr_retry_count = 7;
-        param.srq = ep.uses_srq() as u8;
-        param.qp_num = qp_num;
+        let pdata: &[u8] = if psize > 0 {
+            // SAFETY: the consumer gave psize bytes at pdata (checked above).
+            unsafe { std::slice::from_raw_parts(pdata as *const u8, psize as usize) }
+        } else {
+            &[]
+        };
+        let param = ConnParams {
+            pdata,
+            responder_resources: resp.max(1),
+            initiator_depth: init.max(1),
+            srq: ep.uses_srq(),
+            qp_num,
+        };
         *ep.remote.lock().unwrap_or_else(|e| e.into_inner()) = *cr.remote;
         ep.remote_port.store(cr.remote_port as u32, Ordering::Release);
-        ep.cm_id.store(id, Ordering::Release);
+        ep.cm_id.set(Some(id));
         ep.state.store(DAT_EP_STATE_PASSIVE_CONNECTION_PENDING, Ordering::Release);
-        // SAFETY: the id now belongs to the EP; its events name the EP.
-        unsafe { (*id).context = ep_h };
-        // SAFETY: live request id and conn param.
-        if unsafe { ibv::rdma_accept(id, &mut param) } != 0 {
-            let e = std::io::Error::last_os_error();
-            log::warn!("rdma_accept: {e}");
-            ep.cm_id.store(std::ptr::null_mut(), Ordering::Release);
+        // The id now belongs to the EP; its events name the EP.
+        id.set_context(ep_h as usize);
+        if let Err(e) = id.accept(&param) {
+            log::warn!("accept: {e}");
+            ep.cm_id.set(None);
             ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
             ep.with_qp(|q| q.reset());
-            cm::destroy_id(id);
+            id.destroy();
             crate::connection::quiesced(|| POOL.remove(h));
             return error(DAT_INTERNAL_ERROR, 0);
         }
@@ -163,23 +154,21 @@ pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_P
             Ok(c) => c,
             Err(e) => return e,
         };
-        // rdma_cm carries 148 bytes in a reject; DAPL's header takes 4.
-        if psize < 0 || psize as usize > 148 - crate::connection::REJECT_HEADER.len() {
+        if psize < 0 || psize as usize > Active::MAX_REJECT_PDATA {
             return invalid_arg(DAT_INVALID_ARG2);
         }
         if psize > 0 && pdata.is_null() {
             return invalid_arg(DAT_INVALID_ARG3);
         }
-        let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if !id.is_null() {
-            let mut wire = crate::connection::REJECT_HEADER.to_vec();
-            if psize > 0 {
+        if let Some(id) = cr.id.take() {
+            let reason: &[u8] = if psize > 0 {
                 // SAFETY: the consumer gave psize bytes at pdata.
-                wire.extend_from_slice(unsafe { std::slice::from_raw_parts(pdata as *const u8, psize as usize) });
-            }
-            // SAFETY: a pending request id; librdmacm copies the data.
-            unsafe { ibv::rdma_reject(id, wire.as_ptr() as *const libc::c_void, wire.len() as u8) };
-            cm::destroy_id(id);
+                unsafe { std::slice::from_raw_parts(pdata as *const u8, psize as usize) }
+            } else {
+                &[]
+            };
+            id.reject(Some(reason));
+            id.destroy();
         }
         cr.ia.disown(h);
         crate::connection::quiesced(|| POOL.remove(h));
@@ -195,7 +184,7 @@ pub unsafe extern "C" fn handoff(h: DAT_CR_HANDLE, qual: DAT_CONN_QUAL) -> DAT_R
             Ok(c) => c,
             Err(e) => return e,
         };
-        if cr.id.load(Ordering::Acquire).is_null() {
+        if cr.id.get().is_none() {
             return invalid_state(0);
         }
         let target = cr.ia.children_of_kind(DAT_HANDLE_TYPE_PSP).into_iter()

@@ -10,19 +10,14 @@ use crate::evd::{self, Evd};
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::pz::Pz;
-use crate::verbs::cm;
-use crate::backend::{self, Active, DeviceOps, QpCaps, QpOps, SendOp, SendRequest, Transport};
+use crate::backend::{self, Active, ConnId, ConnIdOps, DeviceOps, IdSlot, QpCaps, QpOps, SendOp, SendRequest, Transport};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// Most SGEs one post may carry; the device limit is usually lower.
 pub const MAX_IOV: usize = 32;
-/// rdma_cm's private data limits for RC on InfiniBand (REQ and REP).
-pub const MAX_CONNECT_PDATA: usize = 56;
-pub const MAX_ACCEPT_PDATA: usize = 196;
 
 pub struct Ep {
     pub ia: &'static Ia,
@@ -42,11 +37,11 @@ pub struct Ep {
     /// Raw pointers to the rings for the post path, valid while `qp_ptr` is.
     send_ring_ptr: AtomicPtr<Ring>,
     recv_ring_ptr: AtomicPtr<Ring>,
-    pub cm_id: AtomicPtr<ibv::rdma_cm_id>,
+    pub cm_id: IdSlot,
     pub remote: Mutex<libc::sockaddr_storage>,
     pub remote_port: AtomicU32,
     local_port: AtomicU32,
-    /// Private data to send with rdma_connect once the route is resolved.
+    /// Private data to send with the connect once the route is resolved.
     pub connect_pdata: Mutex<Vec<u8>>,
     /// The peer's private data from the last connection event; the event
     /// points into it until the next one.
@@ -177,9 +172,8 @@ impl Ep {
     }
 
     /// Notes the port of the connection's local end, for dat_ep_query.
-    pub fn record_local_port(&self, id: *mut ibv::rdma_cm_id) {
-        // SAFETY: a live, connected cm id.
-        let port = u16::from_be(unsafe { ibv::rdma_get_src_port(id) });
+    pub fn record_local_port(&self, id: &ConnId) {
+        let port = id.local_port();
         self.local_port.store(port as u32, Ordering::Release);
     }
 
@@ -204,7 +198,7 @@ impl Ep {
         self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_deref().map(f)
     }
 
-    pub fn rdma_depths(&self) -> (u8, u8) {
+    pub fn read_depths(&self) -> (u8, u8) {
         let a = self.attr.lock().unwrap_or_else(|e| e.into_inner());
         (a.max_rdma_read_in.clamp(0, 255) as u8, a.max_rdma_read_out.clamp(0, 255) as u8)
     }
@@ -231,7 +225,9 @@ impl Ep {
     /// Drops the connection: QP to error (outstanding DTOs flush) and the cm id released.
     pub fn break_connection(&self) {
         self.with_qp(|q| q.to_error());
-        cm::destroy_id(self.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel));
+        if let Some(id) = self.cm_id.take() {
+            id.destroy();
+        }
     }
 }
 
@@ -245,10 +241,9 @@ pub fn break_on_error(h: usize) {
     }
     if ep.state.compare_exchange(DAT_EP_STATE_CONNECTED, DAT_EP_STATE_DISCONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
         ep.with_qp(|q| q.to_error());
-        let id = ep.cm_id.load(Ordering::Acquire);
-        if !id.is_null() {
-            // SAFETY: the EP's connected id; the peer's DISCONNECTED follows.
-            unsafe { ibv::rdma_disconnect(id) };
+        if let Some(id) = ep.cm_id.get() {
+            // The peer's DISCONNECTED follows.
+            let _ = id.disconnect();
         }
         ep.post_conn_event(h as DAT_EP_HANDLE, DAT_CONNECTION_EVENT_BROKEN, &[]);
     }
@@ -321,7 +316,7 @@ pub fn create_ep(
         recv_ring: Mutex::new(None),
         send_ring_ptr: AtomicPtr::new(std::ptr::null_mut()),
         recv_ring_ptr: AtomicPtr::new(std::ptr::null_mut()),
-        cm_id: AtomicPtr::new(std::ptr::null_mut()),
+        cm_id: IdSlot::new(None),
         // SAFETY: all-zero sockaddr_storage is valid (AF_UNSPEC).
         remote: Mutex::new(unsafe { std::mem::zeroed() }),
         remote_port: AtomicU32::new(0),
@@ -384,15 +379,17 @@ pub fn destroy(h: DAT_HANDLE) {
             crate::srq::unmap_qp(n);
         }
     }
-    let id = ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let id = ep.cm_id.take();
     ep.qp_ptr.store(std::ptr::null_mut(), Ordering::Release);
     crate::ud::forget_ep(h);
-    if !id.is_null() {
-        // SAFETY: the EP's own connected id; a disconnect request is best effort.
-        unsafe { ibv::rdma_disconnect(id) };
+    if let Some(id) = id {
+        // A disconnect request is best effort.
+        let _ = id.disconnect();
     }
     if crate::connection::quiesced(|| POOL.remove(h)) {
-        cm::destroy_id(id);
+        if let Some(id) = id {
+            id.destroy();
+        }
         for e in users.into_iter().filter(|&e| e != 0) {
             if let Ok(evd) = handle::get::<Evd>(e as DAT_HANDLE) {
                 evd.users.fetch_sub(1, Ordering::AcqRel);
@@ -841,7 +838,9 @@ pub unsafe extern "C" fn reset(h: DAT_EP_HANDLE) -> DAT_RETURN {
             DAT_EP_STATE_RESERVED => return invalid_state(DAT_INVALID_STATE_EP_RESERVED),
             _ => return invalid_state(DAT_INVALID_STATE_EP_CONNECTED),
         }
-        cm::destroy_id(ep.cm_id.swap(std::ptr::null_mut(), Ordering::AcqRel));
+        if let Some(id) = ep.cm_id.take() {
+            id.destroy();
+        }
         // Through ERROR first, so posted DTOs complete as flushed.
         match ep.with_qp(|q| {
             q.to_error();

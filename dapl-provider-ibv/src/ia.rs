@@ -3,7 +3,6 @@
 use crate::handle::{self, Object, Pool};
 use crate::connection;
 use crate::evd;
-use crate::verbs::cm::CmThread;
 use crate::instance;
 use crate::backend::{self, DeviceOps};
 use crate::cstring;
@@ -17,7 +16,7 @@ pub struct Ia {
     /// The provider table of this IA's dat.conf entry; every child's first word.
     table: usize,
     /// Declared first so it stops (dropped first) before the device's channel goes.
-    cm: Mutex<Option<CmThread>>,
+    cm: Mutex<Option<backend::Events>>,
     pub name: String,
     pub device: backend::Device,
     children: Mutex<Vec<Child>>,
@@ -150,8 +149,8 @@ pub unsafe extern "C" fn open(
         }, table);
         let ia = handle::get::<Ia>(h).expect("just created");
         let me = h as usize;
-        let tick: crate::verbs::cm::Tick = Box::new(move || connection::expire_connects(me));
-        match CmThread::start(ia.device.channel, connection::handle_event, ia.device.ctx, crate::async_error::handle_event, tick) {
+        let tick: backend::Tick = Box::new(move || connection::expire_connects(me));
+        match ia.device.start_events(connection::handle_event, crate::async_error::handle_event, tick) {
             Ok(t) => *ia.cm.lock().unwrap_or_else(|e| e.into_inner()) = Some(t),
             Err(e) => {
                 log::error!("cannot start the connection thread: {e}");

@@ -4,12 +4,11 @@ use crate::ep;
 use crate::evd;
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
-use crate::psp::{listen, port_of};
-use crate::verbs::cm;
+use crate::backend::{Active, ConnIdOps, IdSlot, Transport};
+use crate::psp::listen;
 use dat_abi::status::{guard, invalid_arg, invalid_state};
 use dat_abi::*;
-use rdma_core_sys as ibv;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Rsp {
     pub ia: &'static Ia,
@@ -19,7 +18,7 @@ pub struct Rsp {
     pub ep: usize,
     /// Set by the first connection request; later ones are rejected.
     pub used: AtomicBool,
-    id: AtomicPtr<ibv::rdma_cm_id>,
+    id: IdSlot,
 }
 
 pub const RANK: u8 = 10;
@@ -59,7 +58,7 @@ pub unsafe extern "C" fn create(
         if out.is_null() {
             return invalid_arg(DAT_INVALID_ARG5);
         }
-        let (id, _) = match listen(ia, port_of(qual), 0) {
+        let (id, _) = match listen(ia, Active::port_of(qual), 0, false) {
             Ok(x) => x,
             Err(e) => return e,
         };
@@ -70,10 +69,10 @@ pub unsafe extern "C" fn create(
             evd: evd_h as usize,
             ep: ep_h as usize,
             used: AtomicBool::new(false),
-            id: AtomicPtr::new(id),
+            id: IdSlot::new(Some(id)),
         }, ia.table());
-        // SAFETY: our id; its events now name this RSP.
-        unsafe { (*id).context = h };
+        // Its events now name this RSP.
+        id.set_context(h as usize);
         evd.users.fetch_add(1, Ordering::AcqRel);
         ep.state.store(DAT_EP_STATE_RESERVED, Ordering::Release);
         ia.adopt(h, RANK, destroy);
@@ -86,10 +85,12 @@ pub unsafe extern "C" fn create(
 fn destroy(h: DAT_HANDLE) {
     let Ok(rsp) = handle::get::<Rsp>(h) else { return };
     rsp.ia.disown(h);
-    let id = rsp.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let id = rsp.id.take();
     let (evd, ep_h) = (rsp.evd, rsp.ep);
     if crate::connection::quiesced(|| POOL.remove(h)) {
-        cm::destroy_id(id);
+        if let Some(id) = id {
+            id.destroy();
+        }
         if let Ok(e) = handle::get::<evd::Evd>(evd as DAT_HANDLE) {
             e.users.fetch_sub(1, Ordering::AcqRel);
         }

@@ -1,5 +1,6 @@
 //! UD endpoints (IB extension): "connecting" a UD EP resolves an address
-//! handle for a peer's UD QP through rdma_cm's UDP port space (SIDR), and
+//! handle for a peer's UD QP through the connection manager's datagram
+//! resolution (on InfiniBand and RoCE, SIDR in rdma_cm's UDP port space), and
 //! any number of such resolutions, active and passive, share one EP.
 //!
 //! Each resolution is a `UdCm` object: it owns the cm id while resolving,
@@ -14,24 +15,17 @@ use crate::ep::{self, Ep};
 use crate::evd::{self, Evd};
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
-use crate::psp;
-use crate::backend::{self, AhOps, PdOps};
-use crate::verbs::cm;
+use crate::backend::{self, Active, AhOps, CmEvent, CmEventKind, ConnId, ConnIdOps, ConnParams, DeviceOps, IdSlot, PdOps, Transport};
 use dat_abi::status::{error, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
-use rdma_core_sys as ibv;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 
-/// Private data a SIDR request carries after rdma_cm's own header (216 - 36).
-pub const MAX_CONNECT_PDATA: usize = 180;
-/// Private data a SIDR reply carries.
-pub const MAX_ACCEPT_PDATA: usize = 136;
 
 pub struct UdCm {
     ep: usize,
     ia: &'static Ia,
-    id: AtomicPtr<ibv::rdma_cm_id>,
+    id: IdSlot,
     /// Ours while resolving; the peer's once answered (the event points here).
     pdata: Mutex<Vec<u8>>,
     remote: libc::sockaddr_storage,
@@ -66,9 +60,11 @@ fn insert(cm: UdCm) -> DAT_HANDLE {
 fn destroy(h: DAT_HANDLE) {
     let Ok(c) = handle::get::<UdCm>(h) else { return };
     c.ia.disown(h);
-    let id = c.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let id = c.id.take();
     if crate::connection::quiesced(|| POOL.remove(h)) {
-        cm::destroy_id(id);
+        if let Some(id) = id {
+            id.destroy();
+        }
     }
 }
 
@@ -99,7 +95,7 @@ pub fn connect(
     timeout_ms: i32,
     pdata: &[u8],
 ) -> DAT_RETURN {
-    if pdata.len() > MAX_CONNECT_PDATA {
+    if pdata.len() > Active::MAX_UD_CONNECT_PDATA {
         return invalid_arg(DAT_INVALID_ARG5);
     }
     // SAFETY: the consumer's sockaddr; only its family is read first.
@@ -111,104 +107,85 @@ pub fn connect(
     // SAFETY: as above.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, &mut remote as *mut _ as *mut u8, len) };
     // SAFETY: sin_port and sin6_port share an offset.
-    unsafe { (*(&mut remote as *mut _ as *mut libc::sockaddr_in)).sin_port = psp::port_of(qual).to_be() };
+    unsafe { (*(&mut remote as *mut _ as *mut libc::sockaddr_in)).sin_port = Active::port_of(qual).to_be() };
     let cm_h = insert(UdCm {
         ep: h as usize,
         ia: ep.ia,
-        id: AtomicPtr::new(std::ptr::null_mut()),
+        id: IdSlot::new(None),
         pdata: Mutex::new(pdata.to_vec()),
         remote,
         timeout_ms,
     });
     let c = handle::get::<UdCm>(cm_h).expect("just created");
-    let id = match cm::create_id_in(ep.ia.device.channel, cm_h as usize, ibv::RDMA_PS_UDP) {
+    let id = match ep.ia.device.create_conn_id(cm_h as usize, true) {
         Ok(id) => id,
         Err(e) => {
-            log::warn!("rdma_create_id (UDP): {e}");
+            log::warn!("creating a datagram resolution id: {e}");
             destroy(cm_h);
             return no_resources(DAT_RESOURCE_TEP);
         }
     };
-    c.id.store(id, Ordering::Release);
-    let mut src = *ep.ia.device.addr;
-    let mut dst = remote;
-    // SAFETY: live id; both addresses are full sockaddrs of their family.
-    let rc = unsafe {
-        ibv::rdma_resolve_addr(id, &mut src as *mut _ as *mut libc::sockaddr, &mut dst as *mut _ as *mut libc::sockaddr, timeout_ms)
-    };
-    if rc != 0 {
-        log::warn!("rdma_resolve_addr (UD): {}", std::io::Error::last_os_error());
+    c.id.set(Some(id));
+    if let Err(e) = id.resolve_addr(ep.ia.device.address(), &remote, timeout_ms) {
+        log::warn!("resolving a UD peer's address: {e}");
         destroy(cm_h);
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
     DAT_SUCCESS
 }
 
-/// An rdma_cm event on a UD resolution. Returns an id to destroy after the ack.
-pub fn cm_event(ev: &ibv::rdma_cm_event, cm_h: DAT_HANDLE) -> Option<*mut ibv::rdma_cm_id> {
+/// A connection event on a UD resolution. Returns an id to destroy after the ack.
+pub fn cm_event(ev: &CmEvent<Active>, cm_h: DAT_HANDLE) -> Option<ConnId> {
     let c = handle::get::<UdCm>(cm_h).ok()?;
     let id = ev.id;
-    let done = || c.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    match ev.event {
-        ibv::RDMA_CM_EVENT_ADDR_RESOLVED => {
-            // SAFETY: live id with a resolved address.
-            if unsafe { ibv::rdma_resolve_route(id, c.timeout_ms) } != 0 {
+    let done = || c.id.take();
+    match ev.kind {
+        CmEventKind::AddrResolved => {
+            if id.resolve_route(c.timeout_ms).is_err() {
                 post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
-                return Some(done());
+                return done();
             }
             None
         }
-        ibv::RDMA_CM_EVENT_ROUTE_RESOLVED => {
+        CmEventKind::RouteResolved => {
             let pdata = c.pdata.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let qp_num = ep::get(c.ep as DAT_HANDLE).ok().and_then(|e| e.qp_num())?;
-            // SAFETY: all-zero conn param, then our fields.
-            let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
-            param.private_data = if pdata.is_empty() { std::ptr::null() } else { pdata.as_ptr() as *const libc::c_void };
-            param.private_data_len = pdata.len() as u8;
-            param.qp_num = qp_num;
-            // SAFETY: live id with a route; pdata outlives the call (it is copied).
-            if unsafe { ibv::rdma_connect(id, &mut param) } != 0 {
-                log::warn!("rdma_connect (UD): {}", std::io::Error::last_os_error());
+            let param = ConnParams { pdata: &pdata, responder_resources: 0, initiator_depth: 0, srq: false, qp_num };
+            if let Err(e) = id.connect(&param) {
+                log::warn!("UD resolution request: {e}");
                 post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
-                return Some(done());
+                return done();
             }
             None
         }
-        ibv::RDMA_CM_EVENT_ESTABLISHED => {
-            // SAFETY: for a UDP-space id, param.ud is the member rdma_cm filled.
-            let ud = unsafe { &ev.param.ud };
-            let peer = if ud.private_data.is_null() {
-                Vec::new()
-            } else {
-                // SAFETY: private_data_len bytes live until the ack; copied now.
-                unsafe { std::slice::from_raw_parts(ud.private_data as *const u8, ud.private_data_len as usize) }.to_vec()
+        CmEventKind::Established => {
+            *c.pdata.lock().unwrap_or_else(|e| e.into_inner()) = ev.pdata.to_vec();
+            let Ok(e) = ep::get(c.ep as DAT_HANDLE) else { return done() };
+            let Some((path, qpn)) = ev.ud_peer else {
+                post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
+                return done();
             };
-            *c.pdata.lock().unwrap_or_else(|e| e.into_inner()) = peer;
-            let Ok(e) = ep::get(c.ep as DAT_HANDLE) else { return Some(done()) };
-            let made = e.pz().ok_or(None).and_then(|pz| pz.pd.create_ah(&ud.ah_attr).map_err(Some));
+            let made = e.pz().ok_or(None).and_then(|pz| pz.pd.create_ah(path).map_err(Some));
             match made {
                 Ok(a) => {
                     let raw = a.raw();
                     AHS.lock().unwrap_or_else(|e| e.into_inner()).push((c.ep, a));
-                    post_established(c, cm_h, DAT_IB_UD_REMOTE_AH, raw, ud.qp_num);
+                    post_established(c, cm_h, DAT_IB_UD_REMOTE_AH, raw, qpn);
                 }
                 Err(err) => {
                     log::warn!("address handle for a UD peer: {err:?}");
                     post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
                 }
             }
-            Some(done())
+            done()
         }
-        ibv::RDMA_CM_EVENT_REJECTED => {
+        CmEventKind::Rejected { .. } => {
             post_failure(c, cm_h, DAT_IB_UD_CONNECTION_REJECT_EVENT, DAT_IB_UD_CONNECT_REJECT);
-            Some(done())
+            done()
         }
-        ibv::RDMA_CM_EVENT_ADDR_ERROR
-        | ibv::RDMA_CM_EVENT_ROUTE_ERROR
-        | ibv::RDMA_CM_EVENT_UNREACHABLE
-        | ibv::RDMA_CM_EVENT_CONNECT_ERROR => {
+        CmEventKind::Unreachable { .. } | CmEventKind::ConnectError => {
             post_failure(c, cm_h, DAT_IB_UD_CONNECTION_ERROR_EVENT, DAT_IB_UD_CONNECT_ERROR);
-            Some(done())
+            done()
         }
         _ => None,
     }
@@ -219,31 +196,28 @@ pub fn accept(cr: &Cr, ep_h: DAT_EP_HANDLE, ep: &'static Ep, psize: DAT_COUNT, p
     if !ep.is_ud() {
         return invalid_handle(DAT_INVALID_HANDLE_EP);
     }
-    if psize as usize > MAX_ACCEPT_PDATA {
+    if psize as usize > Active::MAX_UD_ACCEPT_PDATA {
         return invalid_arg(DAT_INVALID_ARG3);
     }
     let Some(qp_num) = ep.qp_num() else { return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED) };
-    let id = cr.id.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if id.is_null() {
-        return invalid_state(0);
-    }
-    // SAFETY: all-zero conn param, then our fields.
-    let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
-    param.private_data = pdata;
-    param.private_data_len = psize as u8;
-    param.qp_num = qp_num;
-    // SAFETY: a pending UD request id; the reply is sent before this returns.
-    let rc = unsafe { ibv::rdma_accept(id, &mut param) };
+    let Some(id) = cr.id.take() else { return invalid_state(0) };
+    let pdata: &[u8] = if psize > 0 {
+        // SAFETY: the consumer gave psize bytes at pdata (checked by the caller).
+        unsafe { std::slice::from_raw_parts(pdata as *const u8, psize as usize) }
+    } else {
+        &[]
+    };
+    let rc = id.accept(&ConnParams { pdata, responder_resources: 0, initiator_depth: 0, srq: false, qp_num });
     // The reply carried everything; the request id has no further use.
-    cm::destroy_id(id);
-    if rc != 0 {
-        log::warn!("rdma_accept (UD): {}", std::io::Error::last_os_error());
+    id.destroy();
+    if let Err(e) = rc {
+        log::warn!("answering a UD resolution: {e}");
         return error(DAT_INTERNAL_ERROR, 0);
     }
     let cm_h = insert(UdCm {
         ep: ep_h as usize,
         ia: ep.ia,
-        id: AtomicPtr::new(std::ptr::null_mut()),
+        id: IdSlot::new(None),
         pdata: Mutex::new(cr.pdata.clone()),
         remote: *cr.remote,
         timeout_ms: 0,

@@ -1,16 +1,276 @@
-//! The rdma_cm side: one event channel per IA and the thread that reads it.
+//! The rdma_cm side: one event channel per IA and the thread that reads
+//! it (and the device's async events), cm ids, and the translation of
+//! rdma_cm and verbs async events into the core's terms. DAPL's rdma_cm
+//! conventions (its reject header, its qualifier-to-port mapping) live here
+//! too, so a connection between us and the reference provider carries the
+//! same bytes on the wire.
 
+use super::Verbs;
+use crate::backend::{AsyncEvent, AsyncHandler, CmEvent, CmEventKind, CmHandler, ConnIdOps, ConnParams, Tick};
 use crate::wake::{self, Wake};
+use dat_abi::DAT_CONN_QUAL;
 use rdma_core_sys as ibv;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-/// Handles one event; the event is acknowledged after it returns, so the
-/// handler copies anything (private data) it needs to keep. An id it returns
-/// is destroyed after the ack: destroying an id blocks until its events are
-/// acked, so it cannot happen inside the handler.
-pub type Handler = fn(&ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id>;
+/// IB CM reject reason for "the peer's consumer said no".
+const REJ_CONSUMER_DEFINED: i32 = 28;
+
+/// DAPL's rdma_cm provider puts this 4-byte version word before the
+/// consumer's private data in a reject, and strips it from one it receives;
+/// we do the same so rejects carry the same bytes between the two.
+pub const REJECT_HEADER: [u8; 4] = [0x02, 0x00, 0x02, 0x00];
+
+/// rdma_cm's private data limits for RC on InfiniBand (REQ and REP); a
+/// reject carries 148 bytes, less DAPL's header.
+pub const MAX_CONNECT_PDATA: usize = 56;
+pub const MAX_ACCEPT_PDATA: usize = 196;
+pub const MAX_REJECT_PDATA: usize = 148 - REJECT_HEADER.len();
+/// Private data a SIDR request carries after rdma_cm's own header (216 - 36),
+/// and a SIDR reply.
+pub const MAX_UD_CONNECT_PDATA: usize = 180;
+pub const MAX_UD_ACCEPT_PDATA: usize = 136;
+
+/// The rdma_cm port for a connection qualifier, mapped as DAPL's rdma_cm
+/// provider maps it, so the two listen and connect on the same port: a
+/// qualifier that fits in 16 bits is the port; a larger one is folded into
+/// the range 33534..=65534.
+pub fn port_of(qual: DAT_CONN_QUAL) -> u16 {
+    if qual > 0xffff { ((qual % 32001) + 33534) as u16 } else { qual as u16 }
+}
+
+/// An rdma_cm id.
+#[derive(Clone, Copy, Debug)]
+pub struct CmId(NonNull<ibv::rdma_cm_id>);
+
+// rdma_cm ids are used from the consumer's threads and the CM thread;
+// librdmacm serialises what it must, and the core hands each id over whole.
+unsafe impl Send for CmId {}
+unsafe impl Sync for CmId {}
+
+impl CmId {
+    pub fn as_ptr(&self) -> *mut ibv::rdma_cm_id {
+        self.0.as_ptr()
+    }
+}
+
+fn conn_param(p: &ConnParams) -> ibv::rdma_conn_param {
+    // SAFETY: all-zero conn param, then our fields.
+    let mut param: ibv::rdma_conn_param = unsafe { std::mem::zeroed() };
+    param.private_data = if p.pdata.is_empty() { std::ptr::null() } else { p.pdata.as_ptr() as *const libc::c_void };
+    param.private_data_len = p.pdata.len() as u8;
+    param.qp_num = p.qp_num;
+    param
+}
+
+fn check(rc: i32) -> std::io::Result<()> {
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+impl ConnIdOps<Verbs> for CmId {
+    fn set_context(&self, context: usize) {
+        // SAFETY: our live id; the context is ours to set.
+        unsafe { (*self.as_ptr()).context = context as *mut libc::c_void };
+    }
+
+    fn is_datagram(&self) -> bool {
+        // SAFETY: a live id.
+        unsafe { (*self.as_ptr()).ps == ibv::RDMA_PS_UDP }
+    }
+
+    fn resolve_addr(&self, src: &libc::sockaddr_storage, dst: &libc::sockaddr_storage, timeout_ms: i32) -> std::io::Result<()> {
+        let (mut src, mut dst) = (*src, *dst);
+        // SAFETY: live id; both are full sockaddrs of their family, copied by the call.
+        check(unsafe {
+            ibv::rdma_resolve_addr(self.as_ptr(), &mut src as *mut _ as *mut libc::sockaddr, &mut dst as *mut _ as *mut libc::sockaddr, timeout_ms)
+        })
+    }
+
+    fn resolve_route(&self, timeout_ms: i32) -> std::io::Result<()> {
+        // SAFETY: live id with a resolved address.
+        check(unsafe { ibv::rdma_resolve_route(self.as_ptr(), timeout_ms) })
+    }
+
+    fn connect(&self, p: &ConnParams) -> std::io::Result<()> {
+        let mut param = conn_param(p);
+        if !self.is_datagram() {
+            param.responder_resources = p.responder_resources;
+            param.initiator_depth = p.initiator_depth;
+            param.retry_count = 7;
+            param.rnr_retry_count = 7;
+            param.srq = p.srq as u8;
+        }
+        // SAFETY: live id with a route; the private data outlives the call (it is copied).
+        check(unsafe { ibv::rdma_connect(self.as_ptr(), &mut param) })
+    }
+
+    fn accept(&self, p: &ConnParams) -> std::io::Result<()> {
+        let mut param = conn_param(p);
+        if !self.is_datagram() {
+            param.responder_resources = p.responder_resources;
+            param.initiator_depth = p.initiator_depth;
+            param.rnr_retry_count = 7;
+            param.srq = p.srq as u8;
+        }
+        // SAFETY: a live request id; the reply is built before this returns.
+        check(unsafe { ibv::rdma_accept(self.as_ptr(), &mut param) })
+    }
+
+    fn reject(&self, consumer_pdata: Option<&[u8]>) {
+        match consumer_pdata {
+            Some(pdata) => {
+                let mut wire = REJECT_HEADER.to_vec();
+                wire.extend_from_slice(pdata);
+                // SAFETY: a pending request id; librdmacm copies the data.
+                unsafe { ibv::rdma_reject(self.as_ptr(), wire.as_ptr() as *const libc::c_void, wire.len() as u8) };
+            }
+            // SAFETY: a pending request id.
+            None => unsafe {
+                ibv::rdma_reject(self.as_ptr(), std::ptr::null(), 0);
+            },
+        }
+    }
+
+    fn establish(&self) {
+        // SAFETY: live id after a connect response.
+        unsafe { ibv::rdma_establish(self.as_ptr()) };
+    }
+
+    fn disconnect(&self) -> std::io::Result<()> {
+        // SAFETY: a live id; disconnecting twice is harmless.
+        check(unsafe { ibv::rdma_disconnect(self.as_ptr()) })
+    }
+
+    fn local_port(&self) -> u16 {
+        // SAFETY: a live, bound or connected id.
+        u16::from_be(unsafe { ibv::rdma_get_src_port(self.as_ptr()) })
+    }
+
+    fn peer_address(&self) -> libc::sockaddr_storage {
+        // SAFETY: all-zero is a valid (AF_UNSPEC) sockaddr_storage.
+        let mut remote: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        // SAFETY: rdma_get_peer_addr returns a pointer into the live id.
+        let peer = unsafe { ibv::rdma_get_peer_addr(self.as_ptr()) } as *const libc::sockaddr_storage;
+        if !peer.is_null() {
+            // SAFETY: reading a sockaddr of the length its family implies.
+            unsafe {
+                if let Some(len) = crate::connection::sockaddr_len((*peer).ss_family) {
+                    std::ptr::copy_nonoverlapping(peer as *const u8, &mut remote as *mut _ as *mut u8, len);
+                }
+            }
+        }
+        remote
+    }
+
+    fn destroy(self) {
+        // SAFETY: an id we created; rdma_destroy_id waits for its events' acks,
+        // which the CM thread gives without taking any of our locks.
+        unsafe { ibv::rdma_destroy_id(self.as_ptr()) };
+    }
+}
+
+/// Creates a cm id on `channel` whose context is `context` (a DAT handle),
+/// in port space `ps` (RDMA_PS_TCP for RC, RDMA_PS_UDP for UD resolution).
+pub fn create_id(channel: *mut ibv::rdma_event_channel, context: usize, ps: u32) -> std::io::Result<CmId> {
+    let mut id: *mut ibv::rdma_cm_id = std::ptr::null_mut();
+    // SAFETY: live channel; id receives the new id.
+    if unsafe { ibv::rdma_create_id(channel, &mut id, context as *mut libc::c_void, ps) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    NonNull::new(id).map(CmId).ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))
+}
+
+/// Creates an id, binds it to `addr` with `port` and listens on it.
+pub fn listen(channel: *mut ibv::rdma_event_channel, addr: &libc::sockaddr_storage, port: u16, context: usize, ps: u32)
+    -> std::io::Result<(CmId, u16)>
+{
+    let id = create_id(channel, context, ps)?;
+    let mut addr = *addr;
+    // SAFETY: sin_port and sin6_port sit at the same offset in both families.
+    unsafe { (*(&mut addr as *mut _ as *mut libc::sockaddr_in)).sin_port = port.to_be() };
+    // SAFETY: live id; addr is a valid sockaddr of the IA's family.
+    let bound = unsafe { ibv::rdma_bind_addr(id.as_ptr(), &mut addr as *mut _ as *mut libc::sockaddr) } == 0;
+    // SAFETY: bound id.
+    if !bound || unsafe { ibv::rdma_listen(id.as_ptr(), 128) } != 0 {
+        let e = std::io::Error::last_os_error();
+        id.destroy();
+        return Err(e);
+    }
+    Ok((id, id.local_port()))
+}
+
+fn kind_of(ev: &ibv::rdma_cm_event) -> CmEventKind {
+    match ev.event {
+        ibv::RDMA_CM_EVENT_ADDR_RESOLVED => CmEventKind::AddrResolved,
+        ibv::RDMA_CM_EVENT_ROUTE_RESOLVED => CmEventKind::RouteResolved,
+        ibv::RDMA_CM_EVENT_ADDR_ERROR | ibv::RDMA_CM_EVENT_ROUTE_ERROR | ibv::RDMA_CM_EVENT_UNREACHABLE => {
+            CmEventKind::Unreachable { timed_out: ev.status == -libc::ETIMEDOUT }
+        }
+        ibv::RDMA_CM_EVENT_CONNECT_REQUEST => CmEventKind::ConnectRequest,
+        ibv::RDMA_CM_EVENT_CONNECT_RESPONSE => CmEventKind::ConnectResponse,
+        ibv::RDMA_CM_EVENT_CONNECT_ERROR => CmEventKind::ConnectError,
+        ibv::RDMA_CM_EVENT_REJECTED => CmEventKind::Rejected { by_consumer: ev.status == REJ_CONSUMER_DEFINED },
+        ibv::RDMA_CM_EVENT_ESTABLISHED => CmEventKind::Established,
+        ibv::RDMA_CM_EVENT_DISCONNECTED => CmEventKind::Disconnected,
+        ibv::RDMA_CM_EVENT_DEVICE_REMOVAL => CmEventKind::DeviceRemoval,
+        _ => CmEventKind::Other,
+    }
+}
+
+/// Hands one rdma_cm event to the core's handler, in its terms.
+fn dispatch(ev: &ibv::rdma_cm_event, handler: CmHandler<Verbs>) -> Option<CmId> {
+    let id = CmId(NonNull::new(ev.id)?);
+    log::debug!("rdma_cm event {} status {} on id {:p}", ev.event, ev.status, ev.id);
+    let kind = kind_of(ev);
+    // SAFETY: param.conn and param.ud begin alike (private data and its
+    // length), and the data lives until the event is acked, after the handler.
+    let raw = unsafe {
+        let c = &ev.param.conn;
+        if c.private_data.is_null() || c.private_data_len == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(c.private_data as *const u8, c.private_data_len as usize)
+        }
+    };
+    // The consumer's reason follows DAPL's reject header.
+    let pdata = match kind {
+        CmEventKind::Rejected { by_consumer: true } => raw.strip_prefix(&REJECT_HEADER[..]).unwrap_or(raw),
+        _ => raw,
+    };
+    // SAFETY: for a connect request the listening id is set; it and the
+    // request's id are live until the ack. Their contexts are DAT handles.
+    let context = unsafe {
+        if kind == CmEventKind::ConnectRequest && !ev.listen_id.is_null() {
+            (*ev.listen_id).context as usize
+        } else {
+            (*ev.id).context as usize
+        }
+    };
+    let ud_peer = (kind == CmEventKind::Established && id.is_datagram()).then(|| {
+        // SAFETY: for an established UDP-space id, param.ud is the member rdma_cm filled.
+        let ud = unsafe { &ev.param.ud };
+        (&ud.ah_attr, ud.qp_num)
+    });
+    handler(&CmEvent { kind, id, context, pdata, ud_peer })
+}
+
+fn async_event_of(ev: &ibv::ibv_async_event) -> AsyncEvent {
+    // SAFETY: the union member is the one event_type names; the object it
+    // points at stays alive until the event is acked.
+    unsafe {
+        match ev.event_type {
+            ibv::IBV_EVENT_CQ_ERR => AsyncEvent::CqError { context: (*ev.element.cq).cq_context as usize },
+            ibv::IBV_EVENT_QP_FATAL | ibv::IBV_EVENT_QP_REQ_ERR | ibv::IBV_EVENT_QP_ACCESS_ERR | ibv::IBV_EVENT_PATH_MIG_ERR => {
+                AsyncEvent::QpError { context: (*ev.element.qp).qp_context as usize, code: ev.event_type }
+            }
+            ibv::IBV_EVENT_SRQ_LIMIT_REACHED => AsyncEvent::SrqLimitReached { context: (*ev.element.srq).srq_context as usize },
+            ibv::IBV_EVENT_SRQ_ERR => AsyncEvent::SrqError { context: (*ev.element.srq).srq_context as usize },
+            other => AsyncEvent::Other { code: other },
+        }
+    }
+}
 
 pub struct CmThread {
     stop: Arc<(AtomicBool, Wake)>,
@@ -21,12 +281,6 @@ struct Channel(*mut ibv::rdma_event_channel);
 
 // The channel is only read by the CM thread; it outlives the thread (joined in drop).
 unsafe impl Send for Channel {}
-
-/// Handles one verbs async event (QP, CQ, SRQ or device); acked after it returns.
-pub type AsyncHandler = fn(&ibv::ibv_async_event);
-
-/// Runs between waits; returns how long (µs) until it wants to run again.
-pub type Tick = Box<dyn Fn() -> Option<u64> + Send>;
 
 struct Ctx(*mut ibv::ibv_context);
 
@@ -46,7 +300,7 @@ impl CmThread {
     /// verbs async events, and runs `tick` (connect timeouts) on time.
     pub fn start(
         channel: *mut ibv::rdma_event_channel,
-        handler: Handler,
+        handler: CmHandler<Verbs>,
         ctx: *mut ibv::ibv_context,
         on_async: AsyncHandler,
         tick: Tick,
@@ -76,11 +330,11 @@ impl CmThread {
                         break;
                     }
                     // SAFETY: a valid event until acked below.
-                    let r = std::panic::catch_unwind(|| handler(unsafe { &*ev }));
+                    let r = std::panic::catch_unwind(|| dispatch(unsafe { &*ev }, handler));
                     // SAFETY: acking the event we got.
                     unsafe { ibv::rdma_ack_cm_event(ev) };
                     match r {
-                        Ok(Some(id)) => destroy_id(id),
+                        Ok(Some(id)) => id.destroy(),
                         Ok(None) => {}
                         Err(_) => log::error!("connection event handler panicked; event dropped"),
                     }
@@ -92,7 +346,7 @@ impl CmThread {
                     if unsafe { ibv::ibv_get_async_event(vctx.0, &mut ev) } != 0 {
                         break;
                     }
-                    if std::panic::catch_unwind(|| on_async(&ev)).is_err() {
+                    if std::panic::catch_unwind(|| on_async(&async_event_of(&ev))).is_err() {
                         log::error!("async event handler panicked; event dropped");
                     }
                     // SAFETY: acking the event we got (destroying its object waits for this).
@@ -116,32 +370,16 @@ impl Drop for CmThread {
     }
 }
 
-/// Creates a cm id on `channel` whose context is `context` (a DAT handle),
-/// in the port space for connected (RC) endpoints.
-pub fn create_id(channel: *mut ibv::rdma_event_channel, context: usize) -> std::io::Result<*mut ibv::rdma_cm_id> {
-    create_id_in(channel, context, ibv::RDMA_PS_TCP)
-}
+#[cfg(test)]
+mod tests {
+    use super::port_of;
 
-/// As `create_id`, in port space `ps` (RDMA_PS_UDP for UD address resolution).
-pub fn create_id_in(channel: *mut ibv::rdma_event_channel, context: usize, ps: u32) -> std::io::Result<*mut ibv::rdma_cm_id> {
-    let mut id: *mut ibv::rdma_cm_id = std::ptr::null_mut();
-    // SAFETY: live channel; id receives the new id.
-    if unsafe { ibv::rdma_create_id(channel, &mut id, context as *mut libc::c_void, ps) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    #[test]
+    fn qualifiers_map_to_ports_like_dapl() {
+        assert_eq!(port_of(45248), 45248);
+        assert_eq!(port_of(0xffff), 0xffff);
+        assert_eq!(port_of(0x12345), ((0x12345u64 % 32001) + 33534) as u16);
+        assert_eq!(port_of(0x12345), 44097);
+        assert!(port_of(u64::MAX) >= 33534);
     }
-    Ok(id)
-}
-
-pub fn destroy_id(id: *mut ibv::rdma_cm_id) {
-    if !id.is_null() {
-        // SAFETY: an id we created; rdma_destroy_id waits for its events' acks,
-        // which the CM thread gives without taking any of our locks.
-        unsafe { ibv::rdma_destroy_id(id) };
-    }
-}
-
-/// True if `id` lives in the UDP port space: a UD address resolution, not a connection.
-pub fn is_ud(id: *mut ibv::rdma_cm_id) -> bool {
-    // SAFETY: a live id handed to us by rdma_cm.
-    !id.is_null() && unsafe { (*id).ps } == ibv::RDMA_PS_UDP
 }

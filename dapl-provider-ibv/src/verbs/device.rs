@@ -7,7 +7,7 @@
 //! this IA's connections.
 
 use super::Verbs;
-use crate::backend::{DeviceOps, Limits, QpCaps};
+use crate::backend::{AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
 use dat_abi::status::{error, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;
@@ -325,6 +325,22 @@ impl DeviceOps<Verbs> for Device {
             ("DAT_IB_TRANSPORT_MTU", mtu_bytes(self.port_attr.active_mtu).to_string()),
             ("DAT_IB_NETDEV", self.netdev.clone().unwrap_or_default()),
         ]
+    }
+
+    fn address(&self) -> &libc::sockaddr_storage {
+        &self.addr
+    }
+
+    fn create_conn_id(&self, context: usize, datagram: bool) -> std::io::Result<super::cm::CmId> {
+        super::cm::create_id(self.channel, context, if datagram { ibv::RDMA_PS_UDP } else { ibv::RDMA_PS_TCP })
+    }
+
+    fn listen(&self, port: u16, context: usize, datagram: bool) -> std::io::Result<(super::cm::CmId, u16)> {
+        super::cm::listen(self.channel, &self.addr, port, context, if datagram { ibv::RDMA_PS_UDP } else { ibv::RDMA_PS_TCP })
+    }
+
+    fn start_events(&self, on_cm: CmHandler<Verbs>, on_async: AsyncHandler, tick: Tick) -> std::io::Result<super::cm::CmThread> {
+        super::cm::CmThread::start(self.channel, on_cm, self.ctx, on_async, tick)
     }
 
     fn alloc_pd(&self) -> std::io::Result<super::pd::Pd> {

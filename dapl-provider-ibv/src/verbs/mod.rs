@@ -28,9 +28,21 @@ impl Transport for Verbs {
     type Cq = cq::Cq;
     type Qp = qp::Qp;
     type Sge = rdma_core_sys::ibv_sge;
+    type ConnId = cm::CmId;
+    type Events = cm::CmThread;
+
+    const MAX_CONNECT_PDATA: usize = cm::MAX_CONNECT_PDATA;
+    const MAX_ACCEPT_PDATA: usize = cm::MAX_ACCEPT_PDATA;
+    const MAX_REJECT_PDATA: usize = cm::MAX_REJECT_PDATA;
+    const MAX_UD_CONNECT_PDATA: usize = cm::MAX_UD_CONNECT_PDATA;
+    const MAX_UD_ACCEPT_PDATA: usize = cm::MAX_UD_ACCEPT_PDATA;
 
     #[inline]
     fn sge(addr: u64, len: u32, key: u32) -> rdma_core_sys::ibv_sge {
         rdma_core_sys::ibv_sge { addr, length: len, lkey: key }
+    }
+
+    fn port_of(qual: dat_abi::DAT_CONN_QUAL) -> u16 {
+        cm::port_of(qual)
     }
 }

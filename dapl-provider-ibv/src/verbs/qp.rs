@@ -127,7 +127,7 @@ impl Qp {
     }
 
     /// Moves to `state` with the attributes rdma_cm derives for `id`'s path.
-    pub fn to_state_via(&self, id: *mut ibv::rdma_cm_id, state: u32, adjust: impl FnOnce(&mut ibv::ibv_qp_attr)) -> Result<(), std::io::Error> {
+    fn to_state_via(&self, id: *mut ibv::rdma_cm_id, state: u32, adjust: impl FnOnce(&mut ibv::ibv_qp_attr)) -> Result<(), std::io::Error> {
         // SAFETY: all-zero attr; rdma_init_qp_attr fills it for `state`.
         let mut a: ibv::ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = state;
@@ -261,6 +261,11 @@ impl QpOps<Verbs> for Qp {
         // SAFETY: live QP and MW; the provider copies the request.
         let rc = unsafe { ibv::ibv_bind_mw(self.qp, mw.0, &mut b) };
         if rc == 0 { Ok(()) } else { Err(rc) }
+    }
+
+    fn connect_via(&self, id: &super::cm::CmId, responder: u8, initiator: u8) -> std::io::Result<()> {
+        self.to_state_via(id.as_ptr(), ibv::IBV_QPS_RTR, |a| a.max_dest_rd_atomic = responder.max(1))
+            .and_then(|_| self.to_state_via(id.as_ptr(), ibv::IBV_QPS_RTS, |a| a.max_rd_atomic = initiator.max(1)))
     }
 }
 
