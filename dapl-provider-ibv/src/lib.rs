@@ -2,8 +2,25 @@
 //!
 //! Named in dat.conf like DAPL's `libdaplofa.so.2`; the registry (ours or
 //! the reference) loads it and calls `dat_provider_init` once per entry.
-//! Transport-independent object logic is in the per-object modules; every
-//! call into libibverbs/librdmacm is under `verbs/`.
+//!
+//! The crate is a transport-independent core and one backend:
+//!
+//! - The core is every module directly under `src/`: DAT handles and the
+//!   provider table, object lifetimes and parent/child bookkeeping, the
+//!   EP/CR/SP state machines, EVD event queues and CNO notification,
+//!   parameter validation and DAT error codes.
+//! - `backend` is the contract between them: traits for the backend's
+//!   objects (device, PD, MR, MW, SRQ, AH, CQ, QP, connection ids, the event
+//!   thread) and the neutral data the core works in (`Completion`,
+//!   `SendRequest`, `Limits`, `CmEvent`, `AsyncEvent`).
+//! - `verbs/` implements it over libibverbs and librdmacm; every call into
+//!   them, every verbs type, and rdma_cm's wire conventions shared with
+//!   DAPL (reject header, qualifier-to-port mapping) live there.
+//!
+//! `backend::Active` picks the backend at compile time, so the post and
+//! dequeue paths are static calls. A second backend is a module that
+//! implements `backend::Transport` and a change to that one alias; the
+//! `layering` test fails if a core module names verbs or rdma_cm directly.
 
 mod async_error;
 mod backend;
@@ -18,6 +35,8 @@ mod generic;
 mod handle;
 mod ia;
 mod instance;
+#[cfg(test)]
+mod layering;
 mod lmr;
 mod psp;
 mod rmr;
