@@ -51,8 +51,8 @@ pub struct Ep {
     pub ud: AtomicBool,
 }
 
-// Raw pointers here are verbs objects owned by this EP; all shared state is
-// behind atomics or locks.
+// The attributes carry the consumer's provider-specific pointers, handed
+// back only; all shared state is behind atomics or locks.
 unsafe impl Send for Ep {}
 unsafe impl Sync for Ep {}
 

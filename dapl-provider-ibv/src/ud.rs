@@ -32,11 +32,6 @@ pub struct UdCm {
     timeout_ms: i32,
 }
 
-// The id is touched by the consumer thread before the resolution starts and
-// by the CM thread after; everything else is behind a lock or immutable.
-unsafe impl Send for UdCm {}
-unsafe impl Sync for UdCm {}
-
 impl Object for UdCm {
     const TYPE: DAT_HANDLE_TYPE = DAT_IB_HANDLE_TYPE_EXT;
     const INVALID: u32 = DAT_INVALID_HANDLE_EP;
