@@ -7,14 +7,19 @@
 //! the core's aliases below resolve to its concrete types at compile time,
 //! so the post and dequeue paths are direct (inlinable) calls, never
 //! through a vtable. A second backend is a module implementing `Transport`
-//! and that one line.
+//! and that one line (unit tests swap in `mock`, an in-memory backend).
 
 use dat_abi::*;
 use std::io;
 use std::sync::Mutex;
 
 /// The backend the provider is built with.
+#[cfg(not(test))]
 pub type Active = crate::verbs::Verbs;
+/// Unit tests run the core over an in-memory backend: there is no RDMA on
+/// the build host.
+#[cfg(test)]
+pub type Active = crate::mock::Mock;
 
 pub type Device = <Active as Transport>::Device;
 pub type Pd = <Active as Transport>::Pd;

@@ -1,0 +1,243 @@
+//! The core's logic on the host, over the mock backend: DTO bookkeeping
+//! through EP, ring and EVD; parent/child refusals and IA close; the
+//! active and passive connection state machines driven by hand-made
+//! connection events.
+
+use crate::backend::{CmEvent, CmEventKind, ConnIdOps};
+use crate::mock::{self, Id};
+use crate::{connection, cr, ep, evd, ia, psp, pz};
+use dat_abi::*;
+use std::ffi::CString;
+use std::ptr::null_mut;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
+/// The mock's live-object counters are global: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Setup {
+    ia: DAT_IA_HANDLE,
+    pz: DAT_PZ_HANDLE,
+    dto: DAT_EVD_HANDLE,
+    conn: DAT_EVD_HANDLE,
+    ep: DAT_EP_HANDLE,
+}
+
+fn ok(r: DAT_RETURN) {
+    assert_eq!(r, DAT_SUCCESS, "DAT call returned {r:#x}");
+}
+
+fn setup(name: &str) -> Setup {
+    crate::table::for_instance(name).expect("table");
+    crate::instance::add(name, "mock0 1");
+    let cname = CString::new(name).unwrap();
+    let (mut async_evd, mut ia, mut pz, mut dto, mut conn, mut ep) = (null_mut(), null_mut(), null_mut(), null_mut(), null_mut(), null_mut());
+    // SAFETY: the provider's entry points, called as a consumer would, with valid out-pointers.
+    unsafe {
+        ok(ia::open(cname.as_ptr() as DAT_NAME_PTR, 8, &mut async_evd, &mut ia));
+        ok(pz::create(ia, &mut pz));
+        ok(evd::create(ia, 16, null_mut(), DAT_EVD_DTO_FLAG, &mut dto));
+        ok(evd::create(ia, 16, null_mut(), DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG, &mut conn));
+        ok(ep::create(ia, pz, dto, dto, conn, std::ptr::null(), &mut ep));
+    }
+    Setup { ia, pz, dto, conn, ep }
+}
+
+fn triplet(key: u32, len: u32) -> DAT_LMR_TRIPLET {
+    DAT_LMR_TRIPLET { lmr_context: key, virtual_address: 0x1000, segment_length: len as _, ..Default::default() }
+}
+
+fn dequeue(evd_h: DAT_EVD_HANDLE) -> Option<DAT_EVENT> {
+    // SAFETY: DAT_EVENT is plain C data, filled by the call.
+    let mut e: DAT_EVENT = unsafe { std::mem::zeroed() };
+    // SAFETY: a live EVD handle and our event.
+    let r = unsafe { evd::dequeue(evd_h, &mut e) };
+    (r == DAT_SUCCESS).then_some(e)
+}
+
+fn dto_of(e: &DAT_EVENT) -> DAT_DTO_COMPLETION_EVENT_DATA {
+    assert_eq!(e.event_number, DAT_DTO_COMPLETION_EVENT);
+    // SAFETY: the event number says which member is filled.
+    unsafe { e.event_data.dto_completion_event_data }
+}
+
+fn conn_of(e: &DAT_EVENT) -> (DAT_EVENT_NUMBER, Vec<u8>) {
+    // SAFETY: connection events fill this member; the data lives in the EP.
+    let d = unsafe { e.event_data.connect_event_data };
+    let pdata = if d.private_data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: private_data_size bytes the provider keeps until the next event.
+        unsafe { std::slice::from_raw_parts(d.private_data as *const u8, d.private_data_size as usize) }.to_vec()
+    };
+    (e.event_number, pdata)
+}
+
+fn state(ep_h: DAT_EP_HANDLE) -> DAT_EP_STATE {
+    ep::get(ep_h).unwrap().state.load(Ordering::Acquire)
+}
+
+fn event(kind: CmEventKind, id: Id, context: usize, pdata: &[u8]) -> CmEvent<'_, mock::Mock> {
+    CmEvent { kind, id, context, pdata, ud_peer: None }
+}
+
+fn post_send(ep_h: DAT_EP_HANDLE, t: &mut DAT_LMR_TRIPLET, cookie: u64) -> DAT_RETURN {
+    // SAFETY: a consumer post with one triplet on our stack.
+    unsafe { ep::post_send(ep_h, 1, t, DAT_DTO_COOKIE { as_64: cookie }, DAT_COMPLETION_DEFAULT_FLAG) }
+}
+
+/// dat_ep_connect, then the events of a connection the peer accepts.
+fn connect(s: &Setup, accept_pdata: &[u8]) -> Id {
+    // SAFETY: all-zero sockaddr_in, then its family.
+    let mut peer: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    peer.sin_family = libc::AF_INET as _;
+    // SAFETY: a consumer connect to a full sockaddr_in.
+    ok(unsafe { connection::connect(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7000, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) });
+    assert_eq!(state(s.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+    let id = ep::get(s.ep).unwrap().cm_id.get().expect("an id while connecting");
+    for kind in [CmEventKind::AddrResolved, CmEventKind::RouteResolved] {
+        assert!(connection::handle_event(&event(kind, id, s.ep as usize, &[])).is_none());
+    }
+    assert!(connection::handle_event(&event(CmEventKind::ConnectResponse, id, s.ep as usize, accept_pdata)).is_none());
+    id
+}
+
+#[test]
+fn receives_flush_as_events_when_the_ep_resets() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-flush");
+    assert_eq!(state(s.ep), DAT_EP_STATE_UNCONNECTED);
+    let mut t = triplet(5, 64);
+    // Not connected: sends are refused and say why.
+    assert_eq!(post_send(s.ep, &mut t, 1), dat_abi::status::invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
+    // SAFETY: a consumer receive with one triplet.
+    ok(unsafe { ep::post_recv(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 77 }, DAT_COMPLETION_DEFAULT_FLAG) });
+    assert!(dequeue(s.dto).is_none());
+    // SAFETY: a live EP.
+    ok(unsafe { ep::reset(s.ep) });
+    let d = dto_of(&dequeue(s.dto).expect("the flushed receive"));
+    // SAFETY: plain 8-byte union.
+    assert_eq!((unsafe { d.user_cookie.as_64 }, d.status, d.operation, d.ep_handle), (77, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, s.ep));
+    assert!(dequeue(s.dto).is_none());
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}
+
+#[test]
+fn parents_outlive_children_and_close_frees_everything() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (pds, qps) = (mock::LIVE_PDS.load(Ordering::Acquire), mock::LIVE_QPS.load(Ordering::Acquire));
+    let s = setup("mock-lifetimes");
+    assert_eq!(mock::LIVE_QPS.load(Ordering::Acquire), qps + 1);
+    // SAFETY: live handles, freed in a wrong order first.
+    unsafe {
+        assert_eq!(pz::free(s.pz), dat_abi::status::invalid_state(DAT_INVALID_STATE_PZ_IN_USE));
+        assert_eq!(evd::free(s.dto), dat_abi::status::invalid_state(DAT_INVALID_STATE_EVD_IN_USE));
+        assert_eq!(ia::close(s.ia, DAT_CLOSE_GRACEFUL_FLAG), dat_abi::status::invalid_state(DAT_INVALID_STATE_IA_IN_USE));
+        ok(ep::free(s.ep));
+        assert_eq!(mock::LIVE_QPS.load(Ordering::Acquire), qps);
+        ok(pz::free(s.pz));
+        assert_eq!(ep::free(s.ep), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP));
+        // The EVDs are still there; an abrupt close takes them too.
+        ok(ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG));
+        assert_eq!(evd::free(s.conn), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EVD_REQUEST));
+    }
+    assert_eq!(mock::LIVE_PDS.load(Ordering::Acquire), pds);
+}
+
+#[test]
+fn active_connection_then_an_error_completion_breaks_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ids = mock::LIVE_IDS.load(Ordering::Acquire);
+    let s = setup("mock-active");
+    let id = connect(&s, b"welcome");
+    assert_eq!(id.with(|i| i.calls.clone()), ["resolve_addr", "resolve_route", "connect", "establish"]);
+    assert_eq!(state(s.ep), DAT_EP_STATE_CONNECTED);
+    assert_eq!(conn_of(&dequeue(s.conn).expect("established")), (DAT_CONNECTION_EVENT_ESTABLISHED, b"welcome".to_vec()));
+    let mut t = triplet(5, 300);
+    ok(post_send(s.ep, &mut t, 9));
+    let d = dto_of(&dequeue(s.dto).expect("send completion"));
+    assert_eq!((d.status, d.operation, d.transfered_length), (DAT_DTO_SUCCESS, DAT_DTO_SEND, 300));
+    // A receive reports the bytes that arrived, not the buffer's size.
+    // SAFETY: a consumer receive with one triplet.
+    ok(unsafe { ep::post_recv(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 11 }, DAT_COMPLETION_DEFAULT_FLAG) });
+    assert_eq!(ep::get(s.ep).unwrap().with_qp(|q| q.deliver(120)), Some(true));
+    let d = dto_of(&dequeue(s.dto).expect("receive completion"));
+    assert_eq!((d.status, d.operation, d.transfered_length), (DAT_DTO_SUCCESS, DAT_DTO_RECEIVE, 120));
+    // A bad key completes in error: the EP is broken and the peer told.
+    let mut bad = triplet(0, 8);
+    ok(post_send(s.ep, &mut bad, 10));
+    assert_eq!(dto_of(&dequeue(s.dto).expect("error completion")).status, DAT_DTO_ERR_LOCAL_PROTECTION);
+    assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
+    assert_eq!(conn_of(&dequeue(s.conn).expect("broken")).0, DAT_CONNECTION_EVENT_BROKEN);
+    assert_eq!(id.with(|i| i.calls.last().copied()), Some("disconnect"));
+    // The peer's DISCONNECTED that follows adds no second event.
+    assert!(connection::handle_event(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    assert!(dequeue(s.conn).is_none());
+    // SAFETY: a live EP, then IA.
+    unsafe {
+        ok(ep::free(s.ep));
+        ok(ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG));
+    }
+    assert!(id.with(|i| i.destroyed));
+    assert_eq!(mock::LIVE_IDS.load(Ordering::Acquire), ids);
+}
+
+#[test]
+fn a_consumer_reject_reaches_the_active_side_with_its_reason() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-reject");
+    // SAFETY: all-zero sockaddr_in6, then its family.
+    let mut peer: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    peer.sin6_family = libc::AF_INET6 as _;
+    // SAFETY: a consumer connect to a full sockaddr_in6.
+    ok(unsafe { connection::connect(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7001, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) });
+    let id = ep::get(s.ep).unwrap().cm_id.get().unwrap();
+    let spent = connection::handle_event(&event(CmEventKind::Rejected { by_consumer: true }, id, s.ep as usize, b"busy"));
+    // The spent id comes back to be destroyed after the event's ack.
+    assert_eq!(spent, Some(id));
+    spent.unwrap().destroy();
+    assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
+    assert_eq!(conn_of(&dequeue(s.conn).unwrap()), (DAT_CONNECTION_EVENT_PEER_REJECTED, b"busy".to_vec()));
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}
+
+#[test]
+fn a_request_on_a_psp_becomes_a_cr_and_accepting_it_connects() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-passive");
+    let mut psp_h = null_mut();
+    // SAFETY: a consumer PSP on the CR-capable EVD.
+    ok(unsafe { psp::create(s.ia, 7002, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
+    let req = Id::request();
+    assert!(connection::handle_event(&event(CmEventKind::ConnectRequest, req, psp_h as usize, b"hello")).is_none());
+    let e = dequeue(s.conn).expect("a connection request");
+    assert_eq!(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    // SAFETY: the event number names the member.
+    let cr_h = unsafe { e.event_data.cr_arrival_event_data }.cr_handle;
+    assert_eq!(req.with(|i| i.context), cr_h as usize, "the request's events now name the CR");
+    // SAFETY: DAT_CR_PARAM is plain C data, filled by the call.
+    let mut p: DAT_CR_PARAM = unsafe { std::mem::zeroed() };
+    // SAFETY: a live CR and our out-parameter.
+    ok(unsafe { cr::query(cr_h, 0, &mut p) });
+    // SAFETY: private_data_size bytes the CR keeps.
+    assert_eq!(unsafe { std::slice::from_raw_parts(p.private_data as *const u8, p.private_data_size as usize) }, b"hello");
+    // SAFETY: a live CR and EP, no private data.
+    ok(unsafe { cr::accept(cr_h, s.ep, 0, null_mut()) });
+    assert_eq!(state(s.ep), DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
+    assert_eq!(req.with(|i| (i.context, i.calls.clone())), (s.ep as usize, vec!["accept"]));
+    assert!(connection::handle_event(&event(CmEventKind::Established, req, s.ep as usize, &[])).is_none());
+    assert_eq!(state(s.ep), DAT_EP_STATE_CONNECTED);
+    assert_eq!(conn_of(&dequeue(s.conn).unwrap()).0, DAT_CONNECTION_EVENT_ESTABLISHED);
+    // A graceful disconnect waits for the peer; its DISCONNECTED finishes it.
+    // SAFETY: a live EP.
+    ok(unsafe { connection::disconnect(s.ep, DAT_CLOSE_GRACEFUL_FLAG) });
+    assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECT_PENDING);
+    assert!(connection::handle_event(&event(CmEventKind::Disconnected, req, s.ep as usize, &[])).is_none());
+    assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
+    assert_eq!(conn_of(&dequeue(s.conn).unwrap()).0, DAT_CONNECTION_EVENT_DISCONNECTED);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+    assert!(req.with(|i| i.destroyed));
+}
