@@ -44,7 +44,7 @@ fn setup(name: &str) -> Setup {
 }
 
 fn triplet(key: u32, len: u32) -> DAT_LMR_TRIPLET {
-    DAT_LMR_TRIPLET { lmr_context: key, virtual_address: 0x1000, segment_length: len as _, ..Default::default() }
+    DAT_LMR_TRIPLET { lmr_context: key, virtual_address: 0x1000, segment_length: len as _ }
 }
 
 fn dequeue(evd_h: DAT_EVD_HANDLE) -> Option<DAT_EVENT> {

@@ -39,12 +39,10 @@ pub fn destroy(h: DAT_HANDLE) {
     let Ok(cr) = handle::get::<Cr>(h) else { return };
     cr.ia.disown(h);
     let id = cr.id.take();
-    if crate::connection::quiesced(|| POOL.remove(h)) {
-        if let Some(id) = id {
-            // A pending request nobody accepted.
-            id.reject(None);
-            id.destroy();
-        }
+    if crate::connection::quiesced(|| POOL.remove(h)) && let Some(id) = id {
+        // A pending request nobody accepted.
+        id.reject(None);
+        id.destroy();
     }
 }
 

@@ -56,10 +56,8 @@ fn destroy(h: DAT_HANDLE) {
     let Ok(c) = handle::get::<UdCm>(h) else { return };
     c.ia.disown(h);
     let id = c.id.take();
-    if crate::connection::quiesced(|| POOL.remove(h)) {
-        if let Some(id) = id {
-            id.destroy();
-        }
+    if crate::connection::quiesced(|| POOL.remove(h)) && let Some(id) = id {
+        id.destroy();
     }
 }
 
@@ -296,7 +294,7 @@ pub fn ah_free(ep_h: DAT_EP_HANDLE, remote: *const DAT_IB_ADDR_HANDLE) -> DAT_RE
     }
     let found = {
         let mut all = AHS.lock().unwrap_or_else(|e| e.into_inner());
-        all.iter().position(|(e, a)| *e == ep_h as usize && a.raw() as usize == r.ah as usize).map(|i| all.swap_remove(i))
+        all.iter().position(|(e, a)| *e == ep_h as usize && std::ptr::eq(a.raw() as *const u8, r.ah as *const u8)).map(|i| all.swap_remove(i))
     };
     match found {
         Some((_, a)) => {

@@ -81,9 +81,12 @@ fn kind_of(opcode: u32) -> CompletionKind {
 /// The core's view of one verbs work completion.
 #[inline]
 pub fn completion_of(wc: &ibv::ibv_wc) -> Completion {
-    let imm = (wc.wc_flags & ibv::IBV_WC_WITH_IMM != 0)
+    let imm = if wc.wc_flags & ibv::IBV_WC_WITH_IMM != 0 {
         // SAFETY: the immediate word is valid whenever the flag says so.
-        .then(|| unsafe { wc.__bindgen_anon_1.imm_data });
+        Some(unsafe { wc.__bindgen_anon_1.imm_data })
+    } else {
+        None
+    };
     Completion {
         wr_id: wc.wr_id,
         status: status_of(wc.status),
