@@ -590,6 +590,57 @@ out:
 	pair_close(&p);
 }
 
+/* The passive side may answer at once after dat_cr_accept: its EP is in
+ * COMPLETION_PENDING (CONNECTED if the RTU was quick) and a send posted
+ * there goes out. rdma_cm gives the passive side ESTABLISHED only on the
+ * RTU, so a server replying to a first message can post before it. */
+static void case_send_after_accept(void)
+{
+	struct pair p;
+	struct mem m;
+	struct sockaddr_in self;
+	DAT_EVENT ev;
+	DAT_EP_STATE st;
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+	DAT_LMR_TRIPLET rt, st_iov;
+	DAT_DTO_COOKIE rk = { .as_64 = 7 }, sk = { .as_64 = 8 };
+
+	if (!pair_setup(&p, 16, NULL) || !self_addr(p.ia, &self) || !mem_reg(p.ia, p.pz, BUF, DAT_MEM_PRIV_ALL_FLAG, &m))
+		goto out;
+	for (int i = 0; i < 64; i++) {
+		m.buf[i] = (unsigned char)(0xA5 ^ i);
+		m.buf[64 + i] = 0;
+	}
+	rt = triplet(&m, 64, 64);
+	st_iov = triplet(&m, 0, 64);
+	CHECK_RC(dat_ep_post_recv(p.a.ep, 1, &rt, rk, 0), DAT_SUCCESS, "dat_ep_post_recv(A, before connecting)");
+	CHECK_RC(dat_psp_create(p.ia, p.qual, p.cr, DAT_PSP_CONSUMER_FLAG, &p.psp), DAT_SUCCESS, "dat_psp_create");
+	CHECK_RC(dat_ep_connect(p.a.ep, (DAT_IA_ADDRESS_PTR)&self, p.qual, 20 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT, 0),
+		 DAT_SUCCESS, "dat_ep_connect");
+	if (!expect_ev(p.cr, WAIT_US, DAT_CONNECTION_REQUEST_EVENT, &ev, "request"))
+		goto out;
+	CHECK_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.b.ep, 0, NULL), DAT_SUCCESS,
+		 "dat_cr_accept");
+	CHECK_RC(dat_ep_get_status(p.b.ep, &st, NULL, NULL), DAT_SUCCESS, "dat_ep_get_status(B after the accept)");
+	CHECK(st == DAT_EP_STATE_COMPLETION_PENDING || st == DAT_EP_STATE_CONNECTED,
+	      "B's state after dat_cr_accept is %d, expected COMPLETION_PENDING or CONNECTED", (int)st);
+	CHECK_RC(dat_ep_post_send(p.b.ep, 1, &st_iov, sk, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS,
+		 "dat_ep_post_send(B, right after the accept)");
+	expect_ev(p.b.conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "B established");
+	expect_ev(p.a.conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "A established");
+	if (next_dto(p.b.req, WAIT_US, &d, "B's send") == DAT_DTO_SUCCESS)
+		CHECK_EQ(d.user_cookie.as_64, 8, "B's send cookie");
+	if (next_dto(p.a.recv, WAIT_US, &d, "A's receive") == DAT_DTO_SUCCESS) {
+		CHECK_EQ(d.transfered_length, 64, "A's receive length");
+		CHECK(memcmp(m.buf, m.buf + 64, 64) == 0, "A received other bytes than B sent");
+		g_stats.bytes += 64;
+	}
+	CHECK_RC(dat_ep_get_status(p.b.ep, &st, NULL, NULL), DAT_SUCCESS, "dat_ep_get_status(B after ESTABLISHED)");
+	CHECK_EQ(st, DAT_EP_STATE_CONNECTED, "B's state after ESTABLISHED");
+out:
+	pair_close(&p);
+}
+
 /* ------------------------------------------------------------------ */
 /* PSP, RSP, CR                                                       */
 
@@ -1327,6 +1378,7 @@ const struct ccase errors_cases[] = {
 	CASE("errors", ep_errors, 1),
 	CASE("errors", ep_connected, 1),
 	CASE("errors", post_disconnected_minor, 1),
+	CASE("errors", send_after_accept, 1),
 	CASE("errors", cr_errors, 1),
 	CASE("errors", cr_handoff, 1),
 	CASE("errors", psp_rsp_errors, 1),

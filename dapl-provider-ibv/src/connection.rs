@@ -181,7 +181,7 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
                 }
                 DAT_SUCCESS
             }
-            DAT_EP_STATE_ACTIVE_CONNECTION_PENDING | DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => {
+            DAT_EP_STATE_ACTIVE_CONNECTION_PENDING | DAT_EP_STATE_COMPLETION_PENDING => {
                 ep.break_connection();
                 ep.state.store(DAT_EP_STATE_DISCONNECTED, Ordering::Release);
                 ep.post_conn_event(h, DAT_CONNECTION_EVENT_DISCONNECTED, &[]);
@@ -332,13 +332,16 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
         }
         ibv::RDMA_CM_EVENT_ESTABLISHED => {
             ep.record_local_port(id);
-            if ep.state.swap(DAT_EP_STATE_CONNECTED, Ordering::AcqRel) != DAT_EP_STATE_CONNECTED {
+            // Only from the accepted state: an EP the consumer disconnected,
+            // or an error completion broke, meanwhile stays down.
+            let accepted = DAT_EP_STATE_COMPLETION_PENDING;
+            if ep.state.compare_exchange(accepted, DAT_EP_STATE_CONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, &event_pdata(ev));
             }
             None
         }
         ibv::RDMA_CM_EVENT_REJECTED => {
-            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_COMPLETION_PENDING;
             fail(if passive {
                 DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
             } else if ev.status == REJ_CONSUMER_DEFINED {
@@ -354,7 +357,7 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
             fail(if ev.status == -libc::ETIMEDOUT { DAT_CONNECTION_EVENT_TIMED_OUT } else { DAT_CONNECTION_EVENT_UNREACHABLE })
         }
         ibv::RDMA_CM_EVENT_CONNECT_ERROR => {
-            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_COMPLETION_PENDING;
             fail(if passive { DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR } else { DAT_CONNECTION_EVENT_BROKEN })
         }
         ibv::RDMA_CM_EVENT_DISCONNECTED => {
