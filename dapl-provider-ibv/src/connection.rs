@@ -250,6 +250,10 @@ pub fn quiesced<R>(f: impl FnOnce() -> R) -> R {
 /// Handles one rdma_cm event on the CM thread. Returns an id to destroy
 /// once the event is acked.
 pub fn handle_event(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
+    crate::cno::with_agents_held(|| handle_event_locked(ev))
+}
+
+fn handle_event_locked(ev: &ibv::rdma_cm_event) -> Option<*mut ibv::rdma_cm_id> {
     let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     let id = ev.id;
     log::debug!("rdma_cm event {} status {} on id {id:p}", ev.event, ev.status);
@@ -380,6 +384,10 @@ fn ep_event(ev: &ibv::rdma_cm_event, h: DAT_EP_HANDLE) -> Option<*mut ibv::rdma_
 /// The CM thread's tick: ends active connects still pending past their
 /// timeout with DAT_CONNECTION_EVENT_TIMED_OUT. Returns µs to the next one.
 pub fn expire_connects(ia_h: usize) -> Option<u64> {
+    crate::cno::with_agents_held(|| expire_locked(ia_h))
+}
+
+fn expire_locked(ia_h: usize) -> Option<u64> {
     let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     let ia = handle::get::<crate::ia::Ia>(ia_h as DAT_HANDLE).ok()?;
     let now = std::time::Instant::now();
