@@ -1369,7 +1369,7 @@ static void case_extension_op(void)
 	close_ia(ia, DAT_CLOSE_GRACEFUL_FLAG, "dat_ia_close");
 }
 
-const struct ccase errors_cases[] = {
+const struct tcase errors_cases[] = {
 	CASE("errors", registry_calls, 1),
 	CASE("errors", ia_open_close, 1),
 	CASE("errors", pz_lmr_errors, 1),

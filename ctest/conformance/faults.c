@@ -654,7 +654,7 @@ out:
 	pair_close(&p);
 }
 
-const struct ccase faults_cases[] = {
+const struct tcase faults_cases[] = {
 	CASE("faults", peer_killed, 1),
 	CASE("faults", connect_no_listener, 1),
 	CASE("faults", connect_dead_listener, 1),
