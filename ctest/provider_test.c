@@ -7,12 +7,9 @@
  * dat.conf is not written here: the reference registry reads DAT_OVERRIDE
  * when it is loaded, so it must be in the environment at exec time.
  *
- * Every case runs in its own fork()ed child (fresh registry, nothing DAT is
- * called in the parent), so a crash or hang is reported for that case
- * instead of ending the run.  Per case, the child's stdout (the failed
- * checks) and stderr (the registry's and provider's log) are captured and
- * shown, indented, only under a failing case.  Output: `ok <case>` or
- * `FAIL <case>` per case, then exactly one `<label>: N passed, M failed`.
+ * Every case runs in its own fork()ed child (common/casefork.h), a crash or
+ * a 120 s hang reported for that case.  Output: `ok <case>` or `FAIL <case>`
+ * per case, then exactly one `<label>: N passed, M failed`.
  *
  * usage: provider_test [options] [case...]   (no case: all of the mode's cases)
  *   -i IA   IA whose ia_params are "<netdev> 0"        (env PT_IA,         default ibv-netdev)
@@ -29,39 +26,14 @@
  *      entries name, for the log checks; PT_VERBOSE=1: do not capture
  *      stderr; PT_KEEP=1: keep the temporary directory.
  */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
+#include "common/casefork.h"
+
 #include <fcntl.h>
-#include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
-#include <dat2/udat.h>
-
-#ifndef DAT_ERROR
-#define DAT_ERROR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
-#endif
-
-/* Exported by both registries, declared by neither's public headers. */
-extern DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE, DAT_IA_HANDLE *);
-
-#define BAD_HANDLE(minor) DAT_ERROR(DAT_INVALID_HANDLE, (minor))
-#define BAD_ARG(minor)    DAT_ERROR(DAT_INVALID_PARAMETER, (minor))
-#define BAD_STATE(minor)  DAT_ERROR(DAT_INVALID_STATE, (minor))
-#define NOT_FOUND(minor)  DAT_ERROR(DAT_PROVIDER_NOT_FOUND, (minor))
 #define UNREACHABLE       DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE)
 
 #define SENTINEL_IA  ((DAT_IA_HANDLE)(uintptr_t)0x5a5a5a5a)
@@ -74,81 +46,6 @@ extern DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE, DAT_IA_HANDLE *);
 static const char *ia_netdev, *ia_dev, *ia_addr, *ia_badnet, *ia_badport, *ia_lo;
 static const char *want_adapter, *want_address, *want_netdev, *bad_netdev, *bad_port;
 static int g_ref;	/* running under the reference registry */
-
-static const char *env_or(const char *var, const char *dflt)
-{
-	const char *v = getenv(var);
-
-	return v && *v ? v : dflt;
-}
-
-/* ------------------------------------------------------------------ */
-/* Reporting                                                          */
-
-static const char *g_case = "?";
-static int g_fails;
-static char g_dir[PATH_MAX];
-static char g_errpath[PATH_MAX + 64];	/* this case's captured stderr, or "" */
-
-/* "0x80120000 DAT_INVALID_ADDRESS/DAT_INVALID_ADDRESS_UNREACHABLE", from
- * the registry's own dat_strerror. */
-static const char *describe(DAT_RETURN r)
-{
-	static char buf[8][200];
-	static int next;
-	char *b = buf[next++ & 7];
-	const char *ma = NULL, *mi = NULL;
-
-	if (r == DAT_SUCCESS) {
-		snprintf(b, sizeof(buf[0]), "0x00000000 DAT_SUCCESS");
-		return b;
-	}
-	if (dat_strerror(r, &ma, &mi) != DAT_SUCCESS)
-		ma = mi = NULL;
-	snprintf(b, sizeof(buf[0]), "0x%08x %s%s%s", (unsigned)r, ma ? ma : "?",
-		 DAT_GET_SUBTYPE(r) ? "/" : "", DAT_GET_SUBTYPE(r) ? (mi && *mi ? mi : "?") : "");
-	return b;
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", g_case);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	g_fails++;
-}
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "provider_test note: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-}
-
-#define CHECK(cond, ...) do { if (!(cond)) fail(__VA_ARGS__); } while (0)
-#define CHECK_RC(got, want, ...) do { \
-	DAT_RETURN got_ = (got), want_ = (want); \
-	if (got_ != want_) { \
-		char what_[300]; \
-		snprintf(what_, sizeof(what_), __VA_ARGS__); \
-		fail("%s: expected %s, got %s", what_, describe(want_), describe(got_)); \
-	} \
-} while (0)
-#define CHECK_EQ(got, want, what) do { \
-	unsigned long long g_ = (unsigned long long)(got), w_ = (unsigned long long)(want); \
-	if (g_ != w_) fail("%s: expected 0x%llx, got 0x%llx", (what), w_, g_); \
-} while (0)
 
 /* ------------------------------------------------------------------ */
 /* DAT helpers                                                        */
@@ -1294,13 +1191,7 @@ static void case_cycles(void)
 /* ------------------------------------------------------------------ */
 /* Driver                                                             */
 
-struct tcase {
-	const char *name;
-	void (*fn)(void);
-	int basic;	/* also run under the reference registry */
-};
-
-#define CASE(n, basic) { #n, case_##n, basic }
+#define CASE(n, basic) { #n, NULL, case_##n, basic }
 static const struct tcase cases[] = {
 	CASE(open_styles, 1),
 	CASE(open_bad_netdev, 1),
@@ -1329,87 +1220,16 @@ static const struct tcase cases[] = {
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static void print_indented(const char *path, const char *prefix)
+static void header(void)
 {
-	char line[2048];
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return;
-	while (fgets(line, sizeof(line), f))
-		printf("%s%s%s", prefix, line, strchr(line, '\n') ? "" : "\n");
-	fclose(f);
-}
-
-/* Runs one case in a child; returns 1 if it passed. */
-static int run_case(const struct tcase *c)
-{
-	char outpath[PATH_MAX + 64], errpath[PATH_MAX + 64];
-	int status, verbose = getenv("PT_VERBOSE") && *getenv("PT_VERBOSE");
-	pid_t pid;
-
-	snprintf(outpath, sizeof(outpath), "%s/%s.out", g_dir, c->name);
-	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", g_dir, c->name);
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	if (pid < 0) {
-		printf("FAIL %s\n  fork: %s\n", c->name, strerror(errno));
-		return 0;
-	}
-	if (pid == 0) {
-		int fd = open(outpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		if (fd < 0)
-			_exit(3);
-		dup2(fd, 1);
-		close(fd);
-		if (!verbose) {
-			fd = open(errpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-			if (fd < 0)
-				_exit(3);
-			dup2(fd, 2);
-			close(fd);
-			snprintf(g_errpath, sizeof(g_errpath), "%s", errpath);
-		}
-		setvbuf(stdout, NULL, _IOLBF, 0);
-		g_case = c->name;
-		alarm(120);
-		c->fn();
-		fflush(stdout);
-		fflush(stderr);
-		_exit(g_fails ? 1 : 0);
-	}
-	waitpid(pid, &status, 0);
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		printf("ok   %s\n", c->name);
-		return 1;
-	}
-	printf("FAIL %s\n", c->name);
-	if (WIFSIGNALED(status))
-		printf("  %s: crashed with signal %d (%s)%s\n", c->name, WTERMSIG(status), strsignal(WTERMSIG(status)),
-		       WTERMSIG(status) == SIGALRM ? ": timed out after 120 s" : "");
-	else if (WEXITSTATUS(status) != 1)
-		printf("  %s: exited with status %d\n", c->name, WEXITSTATUS(status));
-	print_indented(outpath, "  ");
-	if (!verbose)
-		print_indented(errpath, "  | ");
-	return 0;
-}
-
-static int wanted(const struct tcase *c, int argc, char **argv, int first)
-{
-	if (first >= argc)
-		return !g_ref || c->basic;
-	for (int i = first; i < argc; i++)
-		if (strcmp(argv[i], c->name) == 0)
-			return 1;
-	return 0;
+	printf("# provider_test%s: IAs %s (netdev), %s (device port), %s (address); bad: %s, %s; DAT_OVERRIDE=%s\n",
+	       g_ref ? " (reference registry)" : "", ia_netdev, ia_dev, ia_addr, ia_badnet, ia_badport,
+	       env_or("DAT_OVERRIDE", "(unset)"));
 }
 
 int main(int argc, char **argv)
 {
-	int opt, passed = 0, failed = 0, list = 0;
-	size_t i;
+	int opt, list = 0;
 
 	ia_netdev = env_or("PT_IA", "ibv-netdev");
 	ia_dev = env_or("PT_IA_DEV", "ibv-devport");
@@ -1439,43 +1259,14 @@ int main(int argc, char **argv)
 		}
 	}
 	if (list) {
-		for (i = 0; i < NCASES; i++)
-			printf("%s%s\n", cases[i].name, cases[i].basic ? " (basic: also under the reference registry)" : "");
+		for (size_t i = 0; i < NCASES; i++)
+			printf("%s%s\n", cases[i].name, cases[i].ref ? " (basic: also under the reference registry)" : "");
 		return 0;
 	}
-	for (int a = optind; a < argc; a++) {
-		for (i = 0; i < NCASES && strcmp(cases[i].name, argv[a]) != 0; i++)
-			;
-		if (i == NCASES) {
-			fprintf(stderr, "%s: no case named %s (-l lists them)\n", argv[0], argv[a]);
-			return 2;
-		}
-	}
-	snprintf(g_dir, sizeof(g_dir), "%s/provider_test.XXXXXX", env_or("TMPDIR", "/tmp"));
-	if (mkdtemp(g_dir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", g_dir, strerror(errno));
-		return 2;
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("# provider_test%s: IAs %s (netdev), %s (device port), %s (address); bad: %s, %s; DAT_OVERRIDE=%s\n",
-	       g_ref ? " (reference registry)" : "", ia_netdev, ia_dev, ia_addr, ia_badnet, ia_badport,
-	       env_or("DAT_OVERRIDE", "(unset)"));
-	for (i = 0; i < NCASES; i++) {
-		if (!wanted(&cases[i], argc, argv, optind))
-			continue;
-		if (run_case(&cases[i]))
-			passed++;
-		else
-			failed++;
-	}
-	printf("%s: %d passed, %d failed\n", g_ref ? "ctest-provider-reference" : "ctest-provider", passed, failed);
-	if (!getenv("PT_KEEP")) {
-		char cmd[PATH_MAX + 16];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", g_dir);
-	} else {
-		printf("# kept %s\n", g_dir);
-	}
-	return failed ? 1 : 0;
+	/* Untimed ok lines: provider.sh takes the rest of the line as the case's name. */
+	struct casefork cf = {
+		.prog = "provider_test", .env = "PT", .label = "ctest-provider", .ref = g_ref,
+		.timeout_s = 120, .timeout_says_secs = 1, .header = header,
+	};
+	return casefork_main(&cf, cases, (int)NCASES, argc, argv, optind);
 }

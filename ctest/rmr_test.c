@@ -14,8 +14,8 @@
  * state), so every case that provokes one has its own connection, and the
  * error is its last transfer.
  *
- * Every case runs in its own fork()ed child like provider_test (a crash or a
- * 120 s hang is reported for that case); the failed checks and the captured
+ * Every case runs in its own fork()ed child (common/casefork.h): a crash or a
+ * 120 s hang is reported for that case; the failed checks and the captured
  * stderr are shown only under a failing case.  Output: `ok <case>` or
  * `FAIL <case>` per case, then `ctest-rmr: N passed, M failed`.
  *
@@ -31,35 +31,8 @@
  *
  * Needs the IA's dat.conf entry in DAT_OVERRIDE (see guest/rmr.sh).
  */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "common/casefork.h"
 
-#include <dat2/udat.h>
-
-#ifndef DAT_ERROR
-#define DAT_ERROR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
-#endif
-
-/* Exported by both registries, declared by neither's public headers. */
-extern DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE, DAT_IA_HANDLE *);
-
-#define BAD_HANDLE(minor) DAT_ERROR(DAT_INVALID_HANDLE, (minor))
-#define BAD_STATE(minor)  DAT_ERROR(DAT_INVALID_STATE, (minor))
 #define NOT_IMPLEMENTED   DAT_ERROR(DAT_NOT_IMPLEMENTED, 0)
 
 #define BUF_LEN   65536			/* target (B) and local (A) buffers */
@@ -80,115 +53,14 @@ static int conn_qual_base;
  * (rxe: check_rkey checks the MR's range, not the window's). */
 static int bounds_unenforced;
 
-static const char *env_or(const char *var, const char *dflt)
+/* Why a NOT_IMPLEMENTED from an RMR call fails a case. */
+static void describe_rmr(DAT_RETURN r, char *text, size_t size)
 {
-	const char *v = getenv(var);
+	size_t n = strlen(text);
 
-	return v && *v ? v : dflt;
+	if (DAT_GET_TYPE(r) == DAT_NOT_IMPLEMENTED)
+		snprintf(text + n, size - n, " (RMR not implemented in the provider)");
 }
-
-/* ------------------------------------------------------------------ */
-/* Reporting                                                          */
-
-static const char *g_case = "?";
-static int g_case_index;
-static int g_fails;
-static int g_xfail;	/* the case met a known device limitation (and nothing else) */
-static char g_dir[PATH_MAX];
-
-static const char *describe(DAT_RETURN r)
-{
-	static char buf[8][200];
-	static int next;
-	char *b = buf[next++ & 7];
-	const char *ma = NULL, *mi = NULL;
-
-	if (r == DAT_SUCCESS) {
-		snprintf(b, sizeof(buf[0]), "0x00000000 DAT_SUCCESS");
-		return b;
-	}
-	if (dat_strerror(r, &ma, &mi) != DAT_SUCCESS)
-		ma = mi = NULL;
-	snprintf(b, sizeof(buf[0]), "0x%08x %s%s%s%s", (unsigned)r, ma ? ma : "?",
-		 DAT_GET_SUBTYPE(r) ? "/" : "", DAT_GET_SUBTYPE(r) ? (mi && *mi ? mi : "?") : "",
-		 DAT_GET_TYPE(r) == DAT_NOT_IMPLEMENTED ? " (RMR not implemented in the provider)" : "");
-	return b;
-}
-
-static const char *event_name(DAT_EVENT_NUMBER n)
-{
-	static char b[32];
-
-	switch (n) {
-	case DAT_DTO_COMPLETION_EVENT: return "DTO_COMPLETION";
-	case DAT_RMR_BIND_COMPLETION_EVENT: return "RMR_BIND_COMPLETION";
-	case DAT_CONNECTION_REQUEST_EVENT: return "CONNECTION_REQUEST";
-	case DAT_CONNECTION_EVENT_ESTABLISHED: return "CONNECTION_ESTABLISHED";
-	case DAT_CONNECTION_EVENT_PEER_REJECTED: return "CONNECTION_PEER_REJECTED";
-	case DAT_CONNECTION_EVENT_NON_PEER_REJECTED: return "CONNECTION_NON_PEER_REJECTED";
-	case DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR: return "ACCEPT_COMPLETION_ERROR";
-	case DAT_CONNECTION_EVENT_DISCONNECTED: return "CONNECTION_DISCONNECTED";
-	case DAT_CONNECTION_EVENT_BROKEN: return "CONNECTION_BROKEN";
-	case DAT_CONNECTION_EVENT_TIMED_OUT: return "CONNECTION_TIMED_OUT";
-	case DAT_CONNECTION_EVENT_UNREACHABLE: return "CONNECTION_UNREACHABLE";
-	case DAT_ASYNC_ERROR_EP_BROKEN: return "ASYNC_ERROR_EP_BROKEN";
-	default:
-		snprintf(b, sizeof(b), "event 0x%x", (unsigned)n);
-		return b;
-	}
-}
-
-static const char *dto_status_name(DAT_DTO_COMPLETION_STATUS s)
-{
-	static const char *names[] = {
-		"DAT_DTO_SUCCESS", "DAT_DTO_ERR_FLUSHED", "DAT_DTO_ERR_LOCAL_LENGTH", "DAT_DTO_ERR_LOCAL_EP",
-		"DAT_DTO_ERR_LOCAL_PROTECTION", "DAT_DTO_ERR_BAD_RESPONSE", "DAT_DTO_ERR_REMOTE_ACCESS",
-		"DAT_DTO_ERR_REMOTE_RESPONDER", "DAT_DTO_ERR_TRANSPORT", "DAT_DTO_ERR_RECEIVER_NOT_READY",
-		"DAT_DTO_ERR_PARTIAL_PACKET", "DAT_RMR_OPERATION_FAILED", "DAT_DTO_ERR_LOCAL_MM_ERROR",
-	};
-
-	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown DTO status";
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", g_case);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	g_fails++;
-}
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "rmr_test note: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-}
-
-#define CHECK(cond, ...) do { if (!(cond)) fail(__VA_ARGS__); } while (0)
-#define CHECK_RC(got, want, ...) do { \
-	DAT_RETURN got_ = (got), want_ = (want); \
-	if (got_ != want_) { \
-		char what_[300]; \
-		snprintf(what_, sizeof(what_), __VA_ARGS__); \
-		fail("%s: expected %s, got %s", what_, describe(want_), describe(got_)); \
-	} \
-} while (0)
-#define CHECK_EQ(got, want, what) do { \
-	unsigned long long g_ = (unsigned long long)(got), w_ = (unsigned long long)(want); \
-	if (g_ != w_) fail("%s: expected 0x%llx, got 0x%llx", (what), w_, g_); \
-} while (0)
 
 /* ------------------------------------------------------------------ */
 /* The fixture: one IA, A connected to B                              */
@@ -222,17 +94,6 @@ struct fix {
  * lands on changes. */
 static unsigned char target_byte(size_t i) { return (unsigned char)((i * 7 + 3) & 0x7f); }
 static unsigned char source_byte(size_t i, unsigned seed) { return (unsigned char)(0x80 | ((i * 31 + seed) & 0x7f)); }
-
-static void *must_alloc(size_t n)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, 4096, n) != 0) {
-		fail("posix_memalign(%zu) failed", n);
-		exit(1);
-	}
-	return p;
-}
 
 static int wait_event(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_EVENT_NUMBER want, DAT_EVENT *ev, const char *what)
 {
@@ -371,14 +232,6 @@ static int connect_pair(struct fix *f)
 	if (!wait_event(f->a.conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "connect: A's connection EVD"))
 		return 0;
 	return 1;
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 /* Abrupt close with whatever is still open (on a live connection this is
@@ -1109,16 +962,9 @@ out:
 }
 
 /* ------------------------------------------------------------------ */
-/* Harness (as provider_test)                                         */
+/* Cases                                                              */
 
-struct tcase {
-	const char *name;
-	void (*fn)(void);
-};
-
-#define CASE(n) { #n, case_##n }
-static int g_limited;	/* cases that passed only as a known device limitation */
-
+#define CASE(n) { #n, NULL, case_##n, 0 }
 static const struct tcase cases[] = {
 	CASE(create_query_free),
 	CASE(handle_errors),
@@ -1137,88 +983,15 @@ static const struct tcase cases[] = {
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static void print_indented(const char *path, const char *prefix)
+static void header(void)
 {
-	char line[2048];
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return;
-	while (fgets(line, sizeof(line), f))
-		printf("%s%s%s", prefix, line, strchr(line, '\n') ? "" : "\n");
-	fclose(f);
-}
-
-static int run_case(const struct tcase *c, int index)
-{
-	char outpath[PATH_MAX + 64], errpath[PATH_MAX + 64];
-	int status, verbose = getenv("RT_VERBOSE") && *getenv("RT_VERBOSE");
-	struct timespec t0, t1;
-	double secs;
-	pid_t pid;
-
-	snprintf(outpath, sizeof(outpath), "%s/%s.out", g_dir, c->name);
-	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", g_dir, c->name);
-	fflush(stdout);
-	fflush(stderr);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	pid = fork();
-	if (pid < 0) {
-		printf("FAIL %s\n  fork: %s\n", c->name, strerror(errno));
-		return 0;
-	}
-	if (pid == 0) {
-		int fd = open(outpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		if (fd < 0)
-			_exit(3);
-		dup2(fd, 1);
-		close(fd);
-		if (!verbose) {
-			fd = open(errpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-			if (fd < 0)
-				_exit(3);
-			dup2(fd, 2);
-			close(fd);
-		}
-		setvbuf(stdout, NULL, _IOLBF, 0);
-		g_case = c->name;
-		g_case_index = index;
-		alarm(120);
-		c->fn();
-		fflush(stdout);
-		fflush(stderr);
-		_exit(g_fails ? 1 : g_xfail ? 4 : 0);
-	}
-	waitpid(pid, &status, 0);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		printf("ok   %s (%.1f s)\n", c->name, secs);
-		return 1;
-	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
-		printf("ok   %s (%.1f s) # device limitation: an access outside the window got through "
-		       "(RT_WINDOW_BOUNDS=unenforced)\n", c->name, secs);
-		print_indented(outpath, "  ");
-		g_limited++;
-		return 1;
-	}
-	printf("FAIL %s (%.1f s)\n", c->name, secs);
-	if (WIFSIGNALED(status))
-		printf("  %s: crashed with signal %d (%s)%s\n", c->name, WTERMSIG(status), strsignal(WTERMSIG(status)),
-		       WTERMSIG(status) == SIGALRM ? ": timed out after 120 s" : "");
-	else if (WEXITSTATUS(status) != 1)
-		printf("  %s: exited with status %d\n", c->name, WEXITSTATUS(status));
-	print_indented(outpath, "  ");
-	if (!verbose)
-		print_indented(errpath, "  | ");
-	return 0;
+	printf("# rmr_test: IA %s, conn_qual %d.., window bounds %s, DAT_OVERRIDE=%s\n", ia_name, conn_qual_base,
+	       bounds_unenforced ? "unenforced by the device" : "enforced", env_or("DAT_OVERRIDE", "(unset)"));
 }
 
 int main(int argc, char **argv)
 {
-	int opt, passed = 0, failed = 0, list = 0;
-	size_t i;
+	int opt, list = 0;
 
 	ia_name = env_or("RT_IA", "ibv-netdev");
 	conn_qual_base = atoi(env_or("RT_CONN_QUAL", "47100"));
@@ -1234,49 +1007,17 @@ int main(int argc, char **argv)
 		}
 	}
 	if (list) {
-		for (i = 0; i < NCASES; i++)
+		for (size_t i = 0; i < NCASES; i++)
 			printf("%s\n", cases[i].name);
 		return 0;
 	}
-	for (int a = optind; a < argc; a++) {
-		for (i = 0; i < NCASES && strcmp(cases[i].name, argv[a]) != 0; i++)
-			;
-		if (i == NCASES) {
-			fprintf(stderr, "%s: no case named %s (-l lists them)\n", argv[0], argv[a]);
-			return 2;
-		}
-	}
-	snprintf(g_dir, sizeof(g_dir), "%s/rmr_test.XXXXXX", env_or("TMPDIR", "/tmp"));
-	if (mkdtemp(g_dir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", g_dir, strerror(errno));
-		return 2;
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("# rmr_test: IA %s, conn_qual %d.., window bounds %s, DAT_OVERRIDE=%s\n", ia_name, conn_qual_base,
-	       bounds_unenforced ? "unenforced by the device" : "enforced", env_or("DAT_OVERRIDE", "(unset)"));
-	for (i = 0; i < NCASES; i++) {
-		int want = optind >= argc;
-		for (int a = optind; a < argc; a++)
-			if (strcmp(argv[a], cases[i].name) == 0)
-				want = 1;
-		if (!want)
-			continue;
-		if (run_case(&cases[i], (int)i))
-			passed++;
-		else
-			failed++;
-	}
-	if (g_limited)
-		printf("# %d case(s) passed only because RT_WINDOW_BOUNDS=unenforced: the device does not bound "
-		       "accesses to the window\n", g_limited);
-	printf("ctest-rmr: %d passed, %d failed\n", passed, failed);
-	if (!getenv("RT_KEEP")) {
-		char cmd[PATH_MAX + 16];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", g_dir);
-	} else {
-		printf("# kept %s\n", g_dir);
-	}
-	return failed ? 1 : 0;
+	struct casefork cf = {
+		.prog = "rmr_test", .env = "RT", .label = "ctest-rmr",
+		.timeout_s = 120, .timeout_says_secs = 1, .timed = 1,
+		.xfail_ok = "device limitation: an access outside the window got through (RT_WINDOW_BOUNDS=unenforced)",
+		.xfail_total = "passed only because RT_WINDOW_BOUNDS=unenforced: the device does not bound "
+			       "accesses to the window",
+		.header = header, .describe_more = describe_rmr,
+	};
+	return casefork_main(&cf, cases, (int)NCASES, argc, argv, optind);
 }

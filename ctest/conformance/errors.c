@@ -7,6 +7,7 @@
 #include "harness.h"
 
 #include <sys/un.h>
+#include <unistd.h>
 
 #define BUF 65536
 
@@ -324,6 +325,92 @@ out:
 	close_ia(ia, DAT_CLOSE_GRACEFUL_FLAG, "dat_ia_close");
 }
 
+/* The CNO's proxy agent: called once with its instance data and the EVD
+ * that triggered the CNO, then cleared (as DAPL does) until
+ * dat_cno_modify_agent arms it again. A software event triggers it on the
+ * consumer's thread, a connection request on the provider's. */
+static volatile int agent_calls;
+static volatile uintptr_t agent_data;
+static DAT_EVD_HANDLE volatile agent_evd;
+
+static void DAT_API record_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
+{
+	agent_data = (uintptr_t)data;
+	agent_evd = evd;
+	__sync_fetch_and_add(&agent_calls, 1);
+}
+
+static int agent_calls_reach(int n)
+{
+	for (double t0 = now_s(); now_s() - t0 < WAIT_US / 1e6; usleep(20000))
+		if (agent_calls >= n)
+			return 1;
+	return agent_calls >= n;
+}
+
+static void case_cno_agent(void)
+{
+	struct pair p;
+	struct sockaddr_in self;
+	DAT_OS_WAIT_PROXY_AGENT agent = { (DAT_PVOID)(uintptr_t)0x5a, record_agent };
+	DAT_CNO_HANDLE cno = NULL;
+	DAT_EVD_HANDLE sw = NULL, got = NULL;
+	DAT_CNO_PARAM cp;
+	DAT_EVENT ev;
+
+	agent_calls = 0;
+	if (!pair_setup(&p, 16, NULL) || !self_addr(p.ia, &self))
+		goto out;
+	CHECK_RC(dat_cno_create(p.ia, agent, &cno), DAT_SUCCESS, "dat_cno_create(with an agent)");
+	CHECK_RC(dat_evd_create(p.ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &sw), DAT_SUCCESS, "dat_evd_create(software, on the CNO)");
+	if (!cno || !sw)
+		goto out;
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = DAT_SOFTWARE_EVENT;
+	CHECK_RC(dat_evd_post_se(sw, &ev), DAT_SUCCESS, "dat_evd_post_se");
+	CHECK_EQ(agent_calls, 1, "agent calls after a software event");
+	CHECK_EQ(agent_data, 0x5a, "the agent's instance data");
+	CHECK(agent_evd == sw, "the agent was given EVD %p, expected %p", (void *)agent_evd, (void *)sw);
+	memset(&cp, 0, sizeof(cp));
+	CHECK_RC(dat_cno_query(cno, DAT_CNO_FIELD_ALL, &cp), DAT_SUCCESS, "dat_cno_query after the agent fired");
+	CHECK(cp.proxy.agent.proxy_agent_func == NULL, "the agent is still set after it fired");
+	CHECK_RC(dat_evd_post_se(sw, &ev), DAT_SUCCESS, "dat_evd_post_se(second)");
+	CHECK_EQ(agent_calls, 1, "agent calls after a second event (it fires once)");
+	CHECK_RC(dat_cno_wait(cno, WAIT_US, &got), DAT_SUCCESS, "dat_cno_wait");
+	CHECK(got == sw, "dat_cno_wait returned EVD %p, expected %p", (void *)got, (void *)sw);
+	CHECK_RC(dat_evd_dequeue(sw, &ev), DAT_SUCCESS, "dat_evd_dequeue(first)");
+	CHECK_RC(dat_evd_dequeue(sw, &ev), DAT_SUCCESS, "dat_evd_dequeue(second)");
+
+	/* armed again, and triggered by the provider's connection thread */
+	agent.instance_data = (DAT_PVOID)(uintptr_t)0x6b;
+	CHECK_RC(dat_cno_modify_agent(cno, agent), DAT_SUCCESS, "dat_cno_modify_agent");
+	CHECK_RC(dat_evd_modify_cno(p.cr, cno), DAT_SUCCESS, "dat_evd_modify_cno(CR EVD)");
+	CHECK_RC(dat_psp_create(p.ia, p.qual, p.cr, DAT_PSP_CONSUMER_FLAG, &p.psp), DAT_SUCCESS, "dat_psp_create");
+	CHECK_RC(dat_ep_connect(p.a.ep, (DAT_IA_ADDRESS_PTR)&self, p.qual, 20 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT, 0),
+		 DAT_SUCCESS, "dat_ep_connect");
+	if (!agent_calls_reach(2)) {
+		fail("the agent was not called for the connection request (calls: %d)", agent_calls);
+		goto out;
+	}
+	CHECK_EQ(agent_data, 0x6b, "the re-armed agent's instance data");
+	CHECK(agent_evd == p.cr, "the agent was given EVD %p, expected the CR EVD %p", (void *)agent_evd, (void *)p.cr);
+	CHECK_RC(dat_evd_dequeue(p.cr, &ev), DAT_SUCCESS, "dat_evd_dequeue(CR EVD)");
+	if (ev.event_number == DAT_CONNECTION_REQUEST_EVENT) {
+		CHECK_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.b.ep, 0, NULL), DAT_SUCCESS,
+			 "dat_cr_accept");
+		expect_ev(p.a.conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "A established");
+	} else {
+		fail("the CR EVD held event %#x", (unsigned)ev.event_number);
+	}
+	CHECK_EQ(agent_calls, 2, "agent calls in all");
+	CHECK_RC(dat_evd_modify_cno(p.cr, NULL), DAT_SUCCESS, "dat_evd_modify_cno(CR EVD, NULL)");
+	CHECK_RC(dat_evd_modify_cno(sw, NULL), DAT_SUCCESS, "dat_evd_modify_cno(software EVD, NULL)");
+	CHECK_RC(dat_evd_free(sw), DAT_SUCCESS, "dat_evd_free(software EVD)");
+	CHECK_RC(dat_cno_free(cno), DAT_SUCCESS, "dat_cno_free");
+out:
+	pair_close(&p);
+}
+
 /* ------------------------------------------------------------------ */
 /* EP                                                                 */
 
@@ -586,6 +673,57 @@ static void case_post_disconnected_minor(void)
 	iov = triplet(&m, 0, 64);
 	CHECK_RC(dat_ep_post_send(p.a.ep, 1, &iov, ck, 0), BAD_STATE(DAT_INVALID_STATE_EP_DISCONNECTED),
 		 "dat_ep_post_send(disconnected EP)");
+out:
+	pair_close(&p);
+}
+
+/* The passive side may answer at once after dat_cr_accept: its EP is in
+ * COMPLETION_PENDING (CONNECTED if the RTU was quick) and a send posted
+ * there goes out. rdma_cm gives the passive side ESTABLISHED only on the
+ * RTU, so a server replying to a first message can post before it. */
+static void case_send_after_accept(void)
+{
+	struct pair p;
+	struct mem m;
+	struct sockaddr_in self;
+	DAT_EVENT ev;
+	DAT_EP_STATE st;
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+	DAT_LMR_TRIPLET rt, st_iov;
+	DAT_DTO_COOKIE rk = { .as_64 = 7 }, sk = { .as_64 = 8 };
+
+	if (!pair_setup(&p, 16, NULL) || !self_addr(p.ia, &self) || !mem_reg(p.ia, p.pz, BUF, DAT_MEM_PRIV_ALL_FLAG, &m))
+		goto out;
+	for (int i = 0; i < 64; i++) {
+		m.buf[i] = (unsigned char)(0xA5 ^ i);
+		m.buf[64 + i] = 0;
+	}
+	rt = triplet(&m, 64, 64);
+	st_iov = triplet(&m, 0, 64);
+	CHECK_RC(dat_ep_post_recv(p.a.ep, 1, &rt, rk, 0), DAT_SUCCESS, "dat_ep_post_recv(A, before connecting)");
+	CHECK_RC(dat_psp_create(p.ia, p.qual, p.cr, DAT_PSP_CONSUMER_FLAG, &p.psp), DAT_SUCCESS, "dat_psp_create");
+	CHECK_RC(dat_ep_connect(p.a.ep, (DAT_IA_ADDRESS_PTR)&self, p.qual, 20 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT, 0),
+		 DAT_SUCCESS, "dat_ep_connect");
+	if (!expect_ev(p.cr, WAIT_US, DAT_CONNECTION_REQUEST_EVENT, &ev, "request"))
+		goto out;
+	CHECK_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.b.ep, 0, NULL), DAT_SUCCESS,
+		 "dat_cr_accept");
+	CHECK_RC(dat_ep_get_status(p.b.ep, &st, NULL, NULL), DAT_SUCCESS, "dat_ep_get_status(B after the accept)");
+	CHECK(st == DAT_EP_STATE_COMPLETION_PENDING || st == DAT_EP_STATE_CONNECTED,
+	      "B's state after dat_cr_accept is %d, expected COMPLETION_PENDING or CONNECTED", (int)st);
+	CHECK_RC(dat_ep_post_send(p.b.ep, 1, &st_iov, sk, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS,
+		 "dat_ep_post_send(B, right after the accept)");
+	expect_ev(p.b.conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "B established");
+	expect_ev(p.a.conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "A established");
+	if (next_dto(p.b.req, WAIT_US, &d, "B's send") == DAT_DTO_SUCCESS)
+		CHECK_EQ(d.user_cookie.as_64, 8, "B's send cookie");
+	if (next_dto(p.a.recv, WAIT_US, &d, "A's receive") == DAT_DTO_SUCCESS) {
+		CHECK_EQ(d.transfered_length, 64, "A's receive length");
+		CHECK(memcmp(m.buf, m.buf + 64, 64) == 0, "A received other bytes than B sent");
+		g_stats.bytes += 64;
+	}
+	CHECK_RC(dat_ep_get_status(p.b.ep, &st, NULL, NULL), DAT_SUCCESS, "dat_ep_get_status(B after ESTABLISHED)");
+	CHECK_EQ(st, DAT_EP_STATE_CONNECTED, "B's state after ESTABLISHED");
 out:
 	pair_close(&p);
 }
@@ -1318,15 +1456,17 @@ static void case_extension_op(void)
 	close_ia(ia, DAT_CLOSE_GRACEFUL_FLAG, "dat_ia_close");
 }
 
-const struct ccase errors_cases[] = {
+const struct tcase errors_cases[] = {
 	CASE("errors", registry_calls, 1),
 	CASE("errors", ia_open_close, 1),
 	CASE("errors", pz_lmr_errors, 1),
 	CASE("errors", evd_errors, 1),
 	CASE("errors", cno_errors, 1),
+	CASE("errors", cno_agent, 1),
 	CASE("errors", ep_errors, 1),
 	CASE("errors", ep_connected, 1),
 	CASE("errors", post_disconnected_minor, 1),
+	CASE("errors", send_after_accept, 1),
 	CASE("errors", cr_errors, 1),
 	CASE("errors", cr_handoff, 1),
 	CASE("errors", psp_rsp_errors, 1),

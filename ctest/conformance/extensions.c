@@ -337,7 +337,7 @@ out:
 	pair_close(&p);
 }
 
-const struct ccase extensions_cases[] = {
+const struct tcase extensions_cases[] = {
 	CASE("extensions", write_immed, 0),
 	CASE("extensions", atomics, 0),
 	CASE("extensions", extension_errors, 0),

@@ -10,110 +10,20 @@
  */
 #include "harness.h"
 
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 
 const char *g_ia, *g_ia2;
-int g_ref, g_qual_base, g_case_index;
-const char *g_case = "?";
-int g_fails;
+int g_ref, g_qual_base;
 struct stats g_stats;
-static char g_dir[PATH_MAX];
 
 /* ------------------------------------------------------------------ */
 /* Reporting                                                          */
 
-void fail(const char *fmt, ...)
+/* An isolated call that crashed (CRASHED) is no DAT code. */
+static void describe_crashed(DAT_RETURN r, char *text, size_t size)
 {
-	va_list ap;
-
-	printf("%s: ", g_case);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	g_fails++;
-}
-
-void note(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "conformance note: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-}
-
-const char *describe(DAT_RETURN r)
-{
-	static char buf[8][200];
-	static int next;
-	char *b = buf[next++ & 7];
-	const char *ma = NULL, *mi = NULL;
-
-	if (r == DAT_SUCCESS) {
-		snprintf(b, sizeof(buf[0]), "0x00000000 DAT_SUCCESS");
-		return b;
-	}
-	if ((r & 0xff000000u) == 0x7f000000u) {
-		snprintf(b, sizeof(buf[0]), "(crashed with signal %u, %s)", r & 0xff, strsignal((int)(r & 0xff)));
-		return b;
-	}
-	if (dat_strerror(r, &ma, &mi) != DAT_SUCCESS)
-		ma = mi = NULL;
-	snprintf(b, sizeof(buf[0]), "0x%08x %s%s%s", (unsigned)r, ma ? ma : "?",
-		 DAT_GET_SUBTYPE(r) ? "/" : "", DAT_GET_SUBTYPE(r) ? (mi && *mi ? mi : "?") : "");
-	return b;
-}
-
-const char *event_name(DAT_EVENT_NUMBER n)
-{
-	static char b[4][32];
-	static int next;
-
-	switch (n) {
-	case DAT_DTO_COMPLETION_EVENT: return "DTO_COMPLETION";
-	case DAT_RMR_BIND_COMPLETION_EVENT: return "RMR_BIND_COMPLETION";
-	case DAT_CONNECTION_REQUEST_EVENT: return "CONNECTION_REQUEST";
-	case DAT_CONNECTION_EVENT_ESTABLISHED: return "CONNECTION_ESTABLISHED";
-	case DAT_CONNECTION_EVENT_PEER_REJECTED: return "CONNECTION_PEER_REJECTED";
-	case DAT_CONNECTION_EVENT_NON_PEER_REJECTED: return "CONNECTION_NON_PEER_REJECTED";
-	case DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR: return "ACCEPT_COMPLETION_ERROR";
-	case DAT_CONNECTION_EVENT_DISCONNECTED: return "CONNECTION_DISCONNECTED";
-	case DAT_CONNECTION_EVENT_BROKEN: return "CONNECTION_BROKEN";
-	case DAT_CONNECTION_EVENT_TIMED_OUT: return "CONNECTION_TIMED_OUT";
-	case DAT_CONNECTION_EVENT_UNREACHABLE: return "CONNECTION_UNREACHABLE";
-	case DAT_ASYNC_ERROR_EVD_OVERFLOW: return "ASYNC_ERROR_EVD_OVERFLOW";
-	case DAT_ASYNC_ERROR_IA_CATASTROPHIC: return "ASYNC_ERROR_IA_CATASTROPHIC";
-	case DAT_ASYNC_ERROR_EP_BROKEN: return "ASYNC_ERROR_EP_BROKEN";
-	case DAT_ASYNC_ERROR_TIMED_OUT: return "ASYNC_ERROR_TIMED_OUT";
-	case DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR: return "ASYNC_ERROR_PROVIDER_INTERNAL_ERROR";
-	case DAT_SOFTWARE_EVENT: return "SOFTWARE_EVENT";
-	default: {
-		char *s = b[next++ & 3];
-		snprintf(s, sizeof(b[0]), "event 0x%x", (unsigned)n);
-		return s;
-	}
-	}
-}
-
-const char *dto_status_name(DAT_DTO_COMPLETION_STATUS s)
-{
-	static const char *names[] = {
-		"DAT_DTO_SUCCESS", "DAT_DTO_ERR_FLUSHED", "DAT_DTO_ERR_LOCAL_LENGTH", "DAT_DTO_ERR_LOCAL_EP",
-		"DAT_DTO_ERR_LOCAL_PROTECTION", "DAT_DTO_ERR_BAD_RESPONSE", "DAT_DTO_ERR_REMOTE_ACCESS",
-		"DAT_DTO_ERR_REMOTE_RESPONDER", "DAT_DTO_ERR_TRANSPORT", "DAT_DTO_ERR_RECEIVER_NOT_READY",
-		"DAT_DTO_ERR_PARTIAL_PACKET", "DAT_RMR_OPERATION_FAILED", "DAT_DTO_ERR_LOCAL_MM_ERROR",
-	};
-
-	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown DTO status";
+	if ((r & 0xff000000u) == 0x7f000000u)
+		snprintf(text, size, "(crashed with signal %u, %s)", r & 0xff, strsignal((int)(r & 0xff)));
 }
 
 /* The distinct dat_* names this case checked. */
@@ -273,18 +183,6 @@ int self_addr(DAT_IA_HANDLE ia, struct sockaddr_in *out)
 	}
 	memcpy(out, attr.ia_address_ptr, sizeof(*out));
 	return 1;
-}
-
-void *must_alloc(size_t n)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, 4096, n ? n : 1) != 0) {
-		fail("posix_memalign(%zu) failed", n);
-		exit(1);
-	}
-	memset(p, 0, n);
-	return p;
 }
 
 int mem_reg(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, size_t len, DAT_MEM_PRIV_FLAGS priv, struct mem *m)
@@ -496,14 +394,6 @@ int rdma_count(const char *kind, pid_t pid)
 	return n;
 }
 
-double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 uint32_t checksum(const unsigned char *p, size_t n)
 {
 	uint32_t a = 1, b = 0;	/* Adler-32 */
@@ -519,7 +409,7 @@ uint32_t checksum(const unsigned char *p, size_t n)
 /* Runner                                                             */
 
 struct area {
-	const struct ccase *cases;
+	const struct tcase *cases;
 	const int *n;
 };
 static const struct area areas[] = {
@@ -531,22 +421,6 @@ static const struct area areas[] = {
 	{ extensions_cases, &extensions_ncases },
 };
 #define NAREAS (sizeof(areas) / sizeof(areas[0]))
-
-static void print_indented(const char *path, const char *prefix, int stats)
-{
-	char line[4096];
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		int is_stat = strncmp(line, "# stat ", 7) == 0;
-		if (is_stat != stats)
-			continue;
-		printf("%s%s%s", prefix, line, strchr(line, '\n') ? "" : "\n");
-	}
-	fclose(f);
-}
 
 static void write_stats(void)
 {
@@ -563,71 +437,18 @@ static void write_stats(void)
 	printf("# stat %s dup %ld\n", g_case, g_stats.dup);
 }
 
-static int run_case(const struct ccase *c, int index)
+static void header(void)
 {
-	char outpath[PATH_MAX + 64], errpath[PATH_MAX + 64];
-	int status, verbose = getenv("CONF_VERBOSE") && *getenv("CONF_VERBOSE");
-	int limit = getenv("CONF_TIMEOUT") ? atoi(getenv("CONF_TIMEOUT")) : 240;
-	double t0 = now_s();
-	pid_t pid;
-
-	snprintf(outpath, sizeof(outpath), "%s/%s.out", g_dir, c->name);
-	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", g_dir, c->name);
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	if (pid < 0) {
-		printf("FAIL %s\n  fork: %s\n", c->name, strerror(errno));
-		return 0;
-	}
-	if (pid == 0) {
-		int fd = open(outpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		if (fd < 0)
-			_exit(3);
-		dup2(fd, 1);
-		close(fd);
-		if (!verbose) {
-			fd = open(errpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-			if (fd < 0)
-				_exit(3);
-			dup2(fd, 2);
-			close(fd);
-		}
-		setvbuf(stdout, NULL, _IOLBF, 0);
-		/* own process group: the case's helpers die with it on a timeout */
-		setpgid(0, 0);
-		g_case = c->name;
-		g_case_index = index;
-		alarm(limit > 0 ? (unsigned)limit : 240);
-		c->fn();
-		if (g_fails == 0)
-			write_stats();
-		fflush(stdout);
-		fflush(stderr);
-		_exit(g_fails ? 1 : 0);
-	}
-	waitpid(pid, &status, 0);
-	kill(-pid, SIGKILL);	/* any helper process the case left */
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		printf("ok   %s (%.1f s)\n", c->name, now_s() - t0);
-		print_indented(outpath, "", 1);
-		return 1;
-	}
-	printf("FAIL %s (%.1f s)\n", c->name, now_s() - t0);
-	if (WIFSIGNALED(status))
-		printf("  %s: crashed with signal %d (%s)%s\n", c->name, WTERMSIG(status), strsignal(WTERMSIG(status)),
-		       WTERMSIG(status) == SIGALRM ? ": timed out" : "");
-	else if (WEXITSTATUS(status) != 1)
-		printf("  %s: exited with status %d\n", c->name, WEXITSTATUS(status));
-	print_indented(outpath, "  ", 0);
-	if (!verbose)
-		print_indented(errpath, "  | ", 0);
-	return 0;
+	printf("# conformance%s: IA %s (second IA %s), conn_qual %d.., DAT_OVERRIDE=%s\n",
+	       g_ref ? " (reference registry)" : "", g_ia, g_ia2, g_qual_base,
+	       getenv("DAT_OVERRIDE") ? getenv("DAT_OVERRIDE") : "(unset)");
 }
 
 int main(int argc, char **argv)
 {
-	int opt, passed = 0, failed = 0, list = 0, index = 0;
+	int opt, list = 0, n = 0, ntotal = 0;
+	int limit = getenv("CONF_TIMEOUT") ? atoi(getenv("CONF_TIMEOUT")) : 240;
+	struct tcase *all;
 
 	g_ia = getenv("CONF_IA") && *getenv("CONF_IA") ? getenv("CONF_IA") : "ibv-netdev";
 	g_ia2 = getenv("CONF_IA2") && *getenv("CONF_IA2") ? getenv("CONF_IA2") : "ibv-devport";
@@ -641,54 +462,28 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	for (int a = optind; a < argc; a++) {
-		int found = 0;
-		for (size_t k = 0; k < NAREAS; k++)
-			for (int i = 0; i < *areas[k].n; i++)
-				found |= strcmp(areas[k].cases[i].name, argv[a]) == 0;
-		if (!found) {
-			fprintf(stderr, "%s: no case named %s (-l lists them)\n", argv[0], argv[a]);
-			return 2;
-		}
+	for (size_t k = 0; k < NAREAS; k++)
+		ntotal += *areas[k].n;
+	all = calloc((size_t)ntotal, sizeof(all[0]));
+	if (all == NULL)
+		return 2;
+	for (size_t k = 0; k < NAREAS; k++) {
+		memcpy(&all[n], areas[k].cases, (size_t)*areas[k].n * sizeof(all[0]));
+		n += *areas[k].n;
 	}
 	if (list) {
-		for (size_t k = 0; k < NAREAS; k++)
-			for (int i = 0; i < *areas[k].n; i++)
-				printf("%s %s%s\n", areas[k].cases[i].area, areas[k].cases[i].name,
-				       areas[k].cases[i].ref ? " ref" : "");
+		if (casefork_unknown(all, n, argc, argv, optind))
+			return 2;
+		for (int i = 0; i < n; i++)
+			printf("%s %s%s\n", all[i].area, all[i].name, all[i].ref ? " ref" : "");
 		return 0;
 	}
-	snprintf(g_dir, sizeof(g_dir), "%s/conformance.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (mkdtemp(g_dir) == NULL) {
-		fprintf(stderr, "mkdtemp %s: %s\n", g_dir, strerror(errno));
-		return 2;
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("# conformance%s: IA %s (second IA %s), conn_qual %d.., DAT_OVERRIDE=%s\n",
-	       g_ref ? " (reference registry)" : "", g_ia, g_ia2, g_qual_base,
-	       getenv("DAT_OVERRIDE") ? getenv("DAT_OVERRIDE") : "(unset)");
-	for (size_t k = 0; k < NAREAS; k++) {
-		for (int i = 0; i < *areas[k].n; i++, index++) {
-			const struct ccase *c = &areas[k].cases[i];
-			int want = optind >= argc ? (!g_ref || c->ref) : 0;
-			for (int a = optind; a < argc; a++)
-				want |= strcmp(argv[a], c->name) == 0;
-			if (!want)
-				continue;
-			if (run_case(c, index))
-				passed++;
-			else
-				failed++;
-		}
-	}
-	printf("%s: %d passed, %d failed\n", g_ref ? "ctest-conformance-reference" : "ctest-conformance", passed, failed);
-	if (!getenv("CONF_KEEP")) {
-		char cmd[PATH_MAX + 16];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", g_dir);
-	} else {
-		printf("# kept %s\n", g_dir);
-	}
-	return failed ? 1 : 0;
+	/* Own process group: the helpers a case forks (load, faults) die with
+	 * it on a timeout. */
+	struct casefork cf = {
+		.prog = "conformance", .env = "CONF", .label = "ctest-conformance", .ref = g_ref,
+		.timeout_s = limit > 0 ? (unsigned)limit : 240, .timed = 1, .own_group = 1,
+		.header = header, .passed = write_stats, .describe_more = describe_crashed,
+	};
+	return casefork_main(&cf, all, n, argc, argv, optind);
 }

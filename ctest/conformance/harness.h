@@ -3,7 +3,7 @@
  *
  * One binary (build/conformance) holds every case of every area (errors,
  * protection, faults, load, input).  Each case runs in its own fork()ed
- * child like provider_test: a crash or hang is reported for that case.  The
+ * child (common/casefork.h): a crash or hang is reported for that case.  The
  * child's failed checks (stdout) and the registry/provider log (stderr) are
  * shown, indented, only under a failing case.
  *
@@ -20,33 +20,14 @@
 #ifndef CONFORMANCE_HARNESS_H
 #define CONFORMANCE_HARNESS_H
 
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <unistd.h>
+/* CHECK_RC: see common/casefork.h; an expected failure of the reference
+ * runs isolated (EVAL_RC), a right answer counts coverage and errors. */
+#define CHECK_RC_EVAL(var, expr, want) EVAL_RC(var, expr, want)
+#define CHECK_RC_PASSED(text, want) (cover_text(text), count_error(want))
+#include "../common/casefork.h"
 
-#include <dat2/udat.h>
 #include <dat2/dat_registry.h>
 
-#ifndef DAT_ERROR
-#define DAT_ERROR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
-#endif
-
-/* Exported by both registries, declared by neither's public headers. */
-extern DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE, DAT_IA_HANDLE *);
-
-#define BAD_HANDLE(minor) DAT_ERROR(DAT_INVALID_HANDLE, (minor))
-#define BAD_ARG(minor)    DAT_ERROR(DAT_INVALID_PARAMETER, (minor))
-#define BAD_STATE(minor)  DAT_ERROR(DAT_INVALID_STATE, (minor))
-#define NOT_FOUND(minor)  DAT_ERROR(DAT_PROVIDER_NOT_FOUND, (minor))
 #define NOT_IMPL          DAT_ERROR(DAT_NOT_IMPLEMENTED, 0)
 /* Not a DAT code: what an isolated call that crashed is reported as. */
 #define CRASHED(sig)      ((DAT_RETURN)(0x7f000000u | (unsigned)(sig)))
@@ -62,24 +43,15 @@ extern const char *g_ia;	/* CONF_IA: the IA every case opens */
 extern const char *g_ia2;	/* CONF_IA2: a second entry of the same provider (another IA) */
 extern int g_ref;		/* -R: reference registry+provider (informational) */
 extern int g_qual_base;		/* CONF_QUAL: first connection qualifier */
-extern int g_case_index;
 
 /* ------------------------------------------------------------------ */
 /* Reporting and figures                                              */
-
-extern const char *g_case;
-extern int g_fails;
 
 struct stats {
 	long errors, faults, eps, ops, bytes, lost, dup;
 };
 extern struct stats g_stats;
 
-void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-const char *describe(DAT_RETURN r);
-const char *event_name(DAT_EVENT_NUMBER n);
-const char *dto_status_name(DAT_DTO_COMPLETION_STATUS s);
 /* Records every dat_* name called in an expression's source text. */
 void cover_text(const char *text);
 /* Runs nothing; records names (for calls made through pointers or loops). */
@@ -87,11 +59,8 @@ void cover(const char *names);
 int count_error(DAT_RETURN want);
 DAT_RETURN isolated_fail_rc(void);
 
-/*
- * CHECK_RC(expr, want, fmt...): expr must return exactly want (major and
- * minor).  In reference mode an expected failure runs in a grandchild, so
- * a crash of the reference on a bad handle is reported as such.
- */
+/* In reference mode an expected failure runs in a grandchild, so a crash of
+ * the reference on a bad handle is reported as such. */
 #define EVAL_RC(var, expr, want) do { \
 	if (g_ref && (want) != DAT_SUCCESS) { \
 		int fd_[2]; pid_t p_; \
@@ -107,19 +76,6 @@ DAT_RETURN isolated_fail_rc(void);
 } while (0)
 DAT_RETURN isolated_rc(pid_t pid, int fd);
 
-#define CHECK(cond, ...) do { if (!(cond)) fail(__VA_ARGS__); } while (0)
-#define CHECK_RC(expr, want, ...) do { \
-	DAT_RETURN got_, want_ = (want); \
-	EVAL_RC(got_, expr, want_); \
-	if (got_ != want_) { \
-		char what_[400]; \
-		snprintf(what_, sizeof(what_), __VA_ARGS__); \
-		fail("%s: expected %s, got %s", what_, describe(want_), describe(got_)); \
-	} else { \
-		cover_text(#expr); \
-		count_error(want_); \
-	} \
-} while (0)
 /* The major code only (for cases where DAT leaves the minor open). */
 #define CHECK_TYPE(expr, type, ...) do { \
 	DAT_RETURN got_ = (expr); \
@@ -132,25 +88,15 @@ DAT_RETURN isolated_rc(pid_t pid, int fd);
 		g_stats.errors++; \
 	} \
 } while (0)
-#define CHECK_EQ(got, want, what) do { \
-	unsigned long long g_ = (unsigned long long)(got), w_ = (unsigned long long)(want); \
-	if (g_ != w_) fail("%s: expected 0x%llx, got 0x%llx", (what), w_, g_); \
-} while (0)
 /* A call whose success the caller tests; records coverage. */
 #define CALL(expr) (cover_text(#expr), (expr))
 
 /* ------------------------------------------------------------------ */
 /* Cases                                                              */
 
-struct ccase {
-	const char *name;
-	const char *area;
-	void (*fn)(void);
-	int ref;	/* also run in reference mode */
-};
 #define CASE(area, n, ref) { #n, area, case_##n, ref }
 
-extern const struct ccase errors_cases[], protection_cases[], faults_cases[], load_cases[], input_cases[],
+extern const struct tcase errors_cases[], protection_cases[], faults_cases[], load_cases[], input_cases[],
 	extensions_cases[];
 extern const int errors_ncases, protection_ncases, faults_ncases, load_ncases, input_ncases, extensions_ncases;
 
@@ -162,7 +108,6 @@ void close_ia(DAT_IA_HANDLE ia, DAT_CLOSE_FLAGS flags, const char *what);
 DAT_PZ_HANDLE make_pz(DAT_IA_HANDLE ia);
 DAT_EVD_HANDLE make_evd(DAT_IA_HANDLE ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags);
 int self_addr(DAT_IA_HANDLE ia, struct sockaddr_in *out);
-void *must_alloc(size_t n);
 
 struct mem {
 	unsigned char *buf;
@@ -208,7 +153,6 @@ DAT_EP_ATTR small_attr(DAT_COUNT dtos, DAT_COUNT iov);
 /* rdma resource show counts of this process ("qp", "cq", "mr", "pd",
  * "cm_id"); -1 when the tool gives nothing. */
 int rdma_count(const char *kind, pid_t pid);
-double now_s(void);
 uint32_t checksum(const unsigned char *p, size_t n);
 
 #endif

@@ -225,7 +225,7 @@ static void case_longest_ia_name(void)
 	unlink(path);
 }
 
-const struct ccase input_cases[] = {
+const struct tcase input_cases[] = {
 	CASE("input", private_data_limits, 1),
 	CASE("input", ia_name_lengths, 1),
 	CASE("input", longest_ia_name, 0),

@@ -508,7 +508,7 @@ out:
 	waitpid(pid, &st, 0);
 }
 
-const struct ccase load_cases[] = {
+const struct tcase load_cases[] = {
 	CASE("load", load_256, 0),
 };
 const int load_ncases = sizeof(load_cases) / sizeof(load_cases[0]);

@@ -391,7 +391,7 @@ static void case_rmr_outside_window(void)
 	prot_close(&x);
 }
 
-const struct ccase protection_cases[] = {
+const struct tcase protection_cases[] = {
 	CASE("protection", write_without_remote_write, 1),
 	CASE("protection", read_without_remote_read, 1),
 	CASE("protection", wrong_rkey, 1),

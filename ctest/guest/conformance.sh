@@ -22,7 +22,7 @@ PROV=$LIBDIR/libdaplibv.so.2
 
 # Cases that assert the right behaviour but fail on the provider today; each
 # names the bug (see ctest/README.md, "Conformance suite").  Printed, not run.
-KNOWN_BROKEN=${KNOWN_BROKEN-"server_restart"}
+KNOWN_BROKEN=${KNOWN_BROKEN-""}
 
 conf=$WORK/dat.conf
 {

@@ -7,6 +7,7 @@ use crate::ia::Ia;
 use crate::wake::{self, Wake};
 use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
+use std::cell::RefCell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -39,9 +40,53 @@ impl Cno {
         self.wake.signal();
     }
 
-    pub fn trigger(&self) {
+    /// An event reached `evd`, which feeds this CNO: wake its waiter and
+    /// call the proxy agent. As in DAPL, an agent fires once and is then
+    /// cleared; `dat_cno_modify_agent` sets it up for the next event.
+    pub fn trigger(&self, evd: DAT_EVD_HANDLE) {
         self.wake.signal();
+        let mut agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
+        if let (data, Some(func)) = *agent {
+            *agent = (0, None);
+            drop(agent);
+            call_agent(func, data, evd);
+        }
     }
+}
+
+type AgentFn = unsafe extern "C" fn(DAT_PVOID, DAT_EVD_HANDLE);
+
+thread_local! {
+    /// Agent calls held back while this thread handles connection events
+    /// under the CM lock: an agent may call back into DAT (free an EP, say),
+    /// which takes that lock.
+    static HELD: RefCell<Option<Vec<(AgentFn, usize, usize)>>> = const { RefCell::new(None) };
+}
+
+fn call_agent(func: AgentFn, data: usize, evd: DAT_EVD_HANDLE) {
+    let held = HELD.with(|h| h.borrow_mut().as_mut().map(|calls| calls.push((func, data, evd as usize))).is_some());
+    if !held {
+        // SAFETY: the consumer's agent, called as DAT defines it with its own
+        // instance data and the EVD that triggered the CNO.
+        unsafe { func(data as DAT_PVOID, evd) };
+    }
+}
+
+/// Runs `f` with agent calls held until it returns (outside any lock `f`
+/// takes), then makes them.
+pub fn with_agents_held<R>(f: impl FnOnce() -> R) -> R {
+    let outer = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        h.is_none().then(|| *h = Some(Vec::new())).is_some()
+    });
+    let r = f();
+    if outer {
+        for (func, data, evd) in HELD.with(|h| h.borrow_mut().take()).unwrap_or_default() {
+            // SAFETY: as in call_agent.
+            unsafe { func(data as DAT_PVOID, evd as DAT_EVD_HANDLE) };
+        }
+    }
+    r
 }
 
 /// Removes `evd` from the CNO `cno` (a handle value, 0 for none).
@@ -170,5 +215,35 @@ fn wait_for(c: &Cno, timeout: DAT_TIMEOUT, out: &mut DAT_EVD_HANDLE) -> DAT_RETU
         }
         let Ok(left) = deadline.remaining() else { return error(DAT_TIMEOUT_EXPIRED, 0) };
         wake::sleep_on(&fds, left);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static CALLS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+    static SEEN_WHILE_HELD: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn record(data: DAT_PVOID, evd: DAT_EVD_HANDLE) {
+        CALLS.lock().unwrap().push((data as usize, evd as usize));
+    }
+
+    #[test]
+    fn agents_called_at_once_or_after_the_held_section() {
+        CALLS.lock().unwrap().clear();
+        call_agent(record, 1, 0x10 as DAT_EVD_HANDLE);
+        assert_eq!(*CALLS.lock().unwrap(), vec![(1, 0x10)]);
+        with_agents_held(|| {
+            call_agent(record, 2, 0x20 as DAT_EVD_HANDLE);
+            // Nested sections hand their calls to the outermost one.
+            with_agents_held(|| call_agent(record, 3, 0x30 as DAT_EVD_HANDLE));
+            SEEN_WHILE_HELD.store(CALLS.lock().unwrap().len(), Ordering::SeqCst);
+        });
+        assert_eq!(SEEN_WHILE_HELD.load(Ordering::SeqCst), 1, "no agent may run inside the held section");
+        assert_eq!(*CALLS.lock().unwrap(), vec![(1, 0x10), (2, 0x20), (3, 0x30)]);
+        call_agent(record, 4, 0x40 as DAT_EVD_HANDLE);
+        assert_eq!(CALLS.lock().unwrap().len(), 4, "holding ends with the outermost section");
     }
 }

@@ -168,7 +168,7 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
                 }
                 DAT_SUCCESS
             }
-            DAT_EP_STATE_ACTIVE_CONNECTION_PENDING | DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => {
+            DAT_EP_STATE_ACTIVE_CONNECTION_PENDING | DAT_EP_STATE_COMPLETION_PENDING => {
                 ep.break_connection();
                 ep.state.store(DAT_EP_STATE_DISCONNECTED, Ordering::Release);
                 ep.post_conn_event(h, DAT_CONNECTION_EVENT_DISCONNECTED, &[]);
@@ -224,6 +224,10 @@ pub fn quiesced<R>(f: impl FnOnce() -> R) -> R {
 /// Handles one connection event on the CM thread. Returns an id to destroy
 /// once the event is acked.
 pub fn handle_event(ev: &CmEvent<Active>) -> Option<ConnId> {
+    crate::cno::with_agents_held(|| handle_event_locked(ev))
+}
+
+fn handle_event_locked(ev: &CmEvent<Active>) -> Option<ConnId> {
     let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     log::debug!("connection event {:?} for {:#x}", ev.kind, ev.context);
     if ev.kind == CmEventKind::ConnectRequest {
@@ -296,13 +300,16 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
         }
         CmEventKind::Established => {
             ep.record_local_port(&id);
-            if ep.state.swap(DAT_EP_STATE_CONNECTED, Ordering::AcqRel) != DAT_EP_STATE_CONNECTED {
+            // Only from the accepted state: an EP the consumer disconnected,
+            // or an error completion broke, meanwhile stays down.
+            let accepted = DAT_EP_STATE_COMPLETION_PENDING;
+            if ep.state.compare_exchange(accepted, DAT_EP_STATE_CONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, ev.pdata);
             }
             None
         }
         CmEventKind::Rejected { by_consumer } => {
-            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_COMPLETION_PENDING;
             // A consumer's reject carries its reason as the private data.
             fail(if passive {
                 DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
@@ -316,7 +323,7 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
             fail(if timed_out { DAT_CONNECTION_EVENT_TIMED_OUT } else { DAT_CONNECTION_EVENT_UNREACHABLE })
         }
         CmEventKind::ConnectError => {
-            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+            let passive = ep.state.load(Ordering::Acquire) == DAT_EP_STATE_COMPLETION_PENDING;
             fail(if passive { DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR } else { DAT_CONNECTION_EVENT_BROKEN })
         }
         CmEventKind::Disconnected => {
@@ -338,6 +345,10 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
 /// The CM thread's tick: ends active connects still pending past their
 /// timeout with DAT_CONNECTION_EVENT_TIMED_OUT. Returns µs to the next one.
 pub fn expire_connects(ia_h: usize) -> Option<u64> {
+    crate::cno::with_agents_held(|| expire_locked(ia_h))
+}
+
+fn expire_locked(ia_h: usize) -> Option<u64> {
     let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     let ia = handle::get::<crate::ia::Ia>(ia_h as DAT_HANDLE).ok()?;
     let now = std::time::Instant::now();

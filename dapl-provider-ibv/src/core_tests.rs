@@ -225,7 +225,7 @@ fn a_request_on_a_psp_becomes_a_cr_and_accepting_it_connects() {
     assert_eq!(unsafe { std::slice::from_raw_parts(p.private_data as *const u8, p.private_data_size as usize) }, b"hello");
     // SAFETY: a live CR and EP, no private data.
     ok(unsafe { cr::accept(cr_h, s.ep, 0, null_mut()) });
-    assert_eq!(state(s.ep), DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
+    assert_eq!(state(s.ep), DAT_EP_STATE_COMPLETION_PENDING);
     assert_eq!(req.with(|i| (i.context, i.calls.clone())), (s.ep as usize, vec!["accept"]));
     assert!(connection::handle_event(&event(CmEventKind::Established, req, s.ep as usize, &[])).is_none());
     assert_eq!(state(s.ep), DAT_EP_STATE_CONNECTED);

@@ -128,7 +128,7 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
         *ep.remote.lock().unwrap_or_else(|e| e.into_inner()) = *cr.remote;
         ep.remote_port.store(cr.remote_port as u32, Ordering::Release);
         ep.cm_id.set(Some(id));
-        ep.state.store(DAT_EP_STATE_PASSIVE_CONNECTION_PENDING, Ordering::Release);
+        ep.state.store(DAT_EP_STATE_COMPLETION_PENDING, Ordering::Release);
         // The id now belongs to the EP; its events name the EP.
         id.set_context(ep_h as usize);
         if let Err(e) = id.accept(&param) {

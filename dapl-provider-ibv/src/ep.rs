@@ -239,7 +239,9 @@ pub fn break_on_error(h: usize) {
     if ep.ud.load(Ordering::Acquire) {
         return;
     }
-    if ep.state.compare_exchange(DAT_EP_STATE_CONNECTED, DAT_EP_STATE_DISCONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+    let live = [DAT_EP_STATE_CONNECTED, DAT_EP_STATE_COMPLETION_PENDING];
+    let to_down = |s| ep.state.compare_exchange(s, DAT_EP_STATE_DISCONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok();
+    if live.into_iter().any(to_down) {
         ep.with_qp(|q| q.to_error());
         if let Some(id) = ep.cm_id.get() {
             // The peer's DISCONNECTED follows.
@@ -549,11 +551,22 @@ impl SgeList {
 }
 
 /// The DAT_INVALID_STATE minor for posting on an EP in state `s`.
+/// Sends may go out once connected, and on the passive side as soon as
+/// the accept has put the QP in RTS: the peer may send as soon as it sees
+/// ESTABLISHED, and a consumer answering that message before its own
+/// ESTABLISHED arrives (which rdma_cm only delivers on the RTU) must not be
+/// refused. DAPL posts straight to the QP there too.
+#[inline]
+pub fn may_post(s: DAT_EP_STATE) -> bool {
+    s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_COMPLETION_PENDING
+}
+
 fn not_connected_minor(s: DAT_EP_STATE) -> u32 {
     match s {
         DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_DISCONNECT_PENDING => DAT_INVALID_STATE_EP_DISCONNECTED,
         DAT_EP_STATE_ACTIVE_CONNECTION_PENDING => DAT_INVALID_STATE_EP_ACTCONNPENDING,
         DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => DAT_INVALID_STATE_EP_PASSCONNPENDING,
+        DAT_EP_STATE_COMPLETION_PENDING => DAT_INVALID_STATE_EP_COMPLPENDING,
         DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => DAT_INVALID_STATE_EP_UNCONFIGURED,
         _ => DAT_INVALID_STATE_EP_UNCONNECTED,
     }
@@ -602,9 +615,9 @@ pub fn post_request(
         return if ud { invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED) } else { invalid_handle(DAT_INVALID_HANDLE_EP) };
     }
     if !ud {
-        match ep.state.load(Ordering::Acquire) {
-            DAT_EP_STATE_CONNECTED => {}
-            s => return invalid_state(not_connected_minor(s)),
+        let s = ep.state.load(Ordering::Acquire);
+        if !may_post(s) {
+            return invalid_state(not_connected_minor(s));
         }
     }
     let (qp, ring) = match ep.send_queue() {
@@ -648,7 +661,7 @@ impl Ep {
         signaled: bool,
         post: impl FnOnce(&backend::Qp, u64, bool) -> Result<(), i32>,
     ) -> Result<(), DAT_RETURN> {
-        if self.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+        if !may_post(self.state.load(Ordering::Acquire)) {
             return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
         }
         let req = handle::get::<Evd>(self.req_evd.load(Ordering::Acquire) as DAT_HANDLE)
@@ -667,7 +680,7 @@ impl Ep {
     /// Completes a window operation that needed no work request (unbinding
     /// an unbound window): the RMR bind event goes straight to the request EVD.
     pub fn post_window_event(&self, rmr: DAT_RMR_HANDLE, cookie: u64, signaled: bool) -> Result<(), DAT_RETURN> {
-        if self.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+        if !may_post(self.state.load(Ordering::Acquire)) {
             return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
         }
         let req_h = self.req_evd.load(Ordering::Acquire) as DAT_HANDLE;
@@ -834,6 +847,7 @@ pub unsafe extern "C" fn reset(h: DAT_EP_HANDLE) -> DAT_RETURN {
             DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
             DAT_EP_STATE_ACTIVE_CONNECTION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_ACTCONNPENDING),
             DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_PASSCONNPENDING),
+            DAT_EP_STATE_COMPLETION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_COMPLPENDING),
             DAT_EP_STATE_DISCONNECT_PENDING => return invalid_state(DAT_INVALID_STATE_EP_DISCPENDING),
             DAT_EP_STATE_RESERVED => return invalid_state(DAT_INVALID_STATE_EP_RESERVED),
             _ => return invalid_state(DAT_INVALID_STATE_EP_CONNECTED),

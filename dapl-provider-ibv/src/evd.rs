@@ -82,15 +82,15 @@ impl Evd {
             self.queued.fetch_add(1, Ordering::AcqRel);
         }
         self.wake.signal();
-        self.notify_cno();
+        self.notify_cno(self_handle);
         true
     }
 
-    fn notify_cno(&self) {
+    fn notify_cno(&self, me: DAT_EVD_HANDLE) {
         let cno = self.cno.load(Ordering::Acquire);
         if cno != 0 && self.enabled.load(Ordering::Acquire) {
             if let Ok(c) = handle::get::<Cno>(cno as DAT_HANDLE) {
-                c.trigger();
+                c.trigger(me);
             }
         }
     }

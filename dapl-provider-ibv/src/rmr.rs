@@ -212,7 +212,7 @@ pub unsafe extern "C" fn bind(
                 Err(e) => return e,
             }
         } else {
-            if ep.state.load(Ordering::Acquire) != DAT_EP_STATE_CONNECTED {
+            if !crate::ep::may_post(ep.state.load(Ordering::Acquire)) {
                 return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
             }
             let (Some(qp), Some(wr_id)) = (ep.bind_qp(), ep.claim_request_slot(h as usize, cookie)) else {

@@ -1,7 +1,7 @@
 //! DAT_IA_ATTR and DAT_PROVIDER_ATTR as ordered (name, value) lists, so the
 //! text and JSON outputs show the same fields in the same order.
 
-use json_writer::Json;
+use tool_common::Json;
 use dat_abi::*;
 use std::ffi::{CStr, c_char};
 

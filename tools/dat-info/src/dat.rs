@@ -8,6 +8,7 @@ use crate::attrs::{IaInfo, read_ia_info};
 use dat_abi::*;
 use std::ffi::{CStr, CString, c_char};
 use std::path::PathBuf;
+use tool_common::maps::mapped_file;
 
 type OpenFn = unsafe extern "C" fn(
     DAT_NAME_PTR,
@@ -46,17 +47,6 @@ pub struct LibDat2 {
     pub path: Option<PathBuf>,
 }
 
-/// The file mapped at `addr` in this process, from /proc/self/maps.
-pub fn mapped_file(addr: usize) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|l| {
-        let mut it = l.split_whitespace();
-        let (lo, hi) = it.next()?.split_once('-')?;
-        let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
-        let path = it.nth(4)?;
-        (lo <= addr && addr < hi && path.starts_with('/')).then(|| PathBuf::from(path))
-    })
-}
 
 impl LibDat2 {
     /// Loads libdat2.so.2 the way a program linked with -ldat2 would find it.

@@ -13,7 +13,7 @@ mod sysfs;
 
 use crate::attrs::{Fields, SUMMARY_IA, SUMMARY_PROVIDER};
 use crate::dat::{LibDat2, LibProbe};
-use json_writer::Json;
+use tool_common::Json;
 use crate::report::{Ctx, EntryReport, Probes};
 use dat_abi::DAT_RETURN;
 use dat_registry::conf::{self, Conf, Entry};

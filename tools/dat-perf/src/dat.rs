@@ -7,6 +7,7 @@
 use dat_abi::*;
 use std::ffi::{CStr, CString, c_char};
 use std::path::PathBuf;
+use tool_common::maps::mapped_file;
 
 pub const SONAME: &str = "libdat2.so.2";
 
@@ -98,17 +99,6 @@ entry_points! {
     cr_accept: DAT_CR_ACCEPT_FUNC = "dat_cr_accept";
 }
 
-/// The file mapped at `addr` in this process, from /proc/self/maps.
-pub fn mapped_file(addr: usize) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|l| {
-        let mut it = l.split_whitespace();
-        let (lo, hi) = it.next()?.split_once('-')?;
-        let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
-        let path = it.nth(4)?;
-        (lo <= addr && addr < hi && path.starts_with('/')).then(|| PathBuf::from(path))
-    })
-}
 
 impl Dat {
     /// "DAT_INVALID_PARAMETER DAT_INVALID_ARG3" (as dat_strerror says it).

@@ -17,7 +17,7 @@ mod stats;
 
 use crate::args::{Args, Cmd, Test};
 use crate::dat::Dat;
-use json_writer::Json;
+use tool_common::Json;
 use crate::report::Row;
 use std::process::ExitCode;
 

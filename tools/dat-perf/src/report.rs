@@ -1,7 +1,7 @@
 //! Results: perftest-style text tables and JSON.
 
 use crate::args::{Mode, Test};
-use json_writer::Json;
+use tool_common::Json;
 use crate::stats::{Summary, mb_per_s, mops, summarize};
 
 #[derive(Debug, Clone, PartialEq)]

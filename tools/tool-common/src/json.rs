@@ -1,5 +1,5 @@
-//! A small JSON value and writer (objects keep their key order), shared by
-//! the tools that print `--json` (dat-info, dat-perf).
+//! A small JSON value and writer (objects keep their key order), for the
+//! tools' `--json` output.
 
 use std::fmt::Write;
 
