@@ -701,19 +701,6 @@ impl Ep {
         }
         Ok(())
     }
-
-    /// The QP for a type 1 window bind, which is not a send-queue post.
-    pub fn bind_qp(&self) -> Option<&backend::Qp> {
-        let qp = self.qp_ptr.load(Ordering::Acquire);
-        // SAFETY: as in send_queue.
-        (!qp.is_null()).then(|| unsafe { &*qp })
-    }
-
-    pub fn claim_request_slot(&self, owner: usize, cookie: u64) -> Option<u64> {
-        let ring = self.send_ring_ptr.load(Ordering::Acquire);
-        // SAFETY: the ring lives as long as the EP's QP.
-        (!ring.is_null()).then(|| unsafe { &*ring }.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0))
-    }
 }
 
 pub unsafe extern "C" fn post_send(

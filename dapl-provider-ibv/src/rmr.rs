@@ -7,7 +7,7 @@ use crate::ia::Ia;
 use crate::lmr::Lmr;
 use crate::pz::Pz;
 use crate::backend::{self, DeviceOps, MrOps, MwOps, PdOps, QpOps, WindowTarget};
-use dat_abi::status::{error, guard, invalid_arg, invalid_state};
+use dat_abi::status::{error, guard, invalid_arg};
 use dat_abi::*;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -212,15 +212,19 @@ pub unsafe extern "C" fn bind(
                 Err(e) => return e,
             }
         } else {
-            if !crate::ep::may_post(ep.state.load(Ordering::Acquire)) {
-                return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
-            }
-            let (Some(qp), Some(wr_id)) = (ep.bind_qp(), ep.claim_request_slot(h as usize, cookie)) else {
-                return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
-            };
-            if let Err(rc) = qp.bind_type1(wr_id, signaled, &r.mw, target.as_ref()) {
-                log::warn!("binding a type 1 window: {}", std::io::Error::from_raw_os_error(rc));
-                return invalid_arg(DAT_INVALID_ARG3);
+            // The same checks and slot handling as a type 2 bind; a bind the
+            // device refuses is the target's fault, as DAPL reports it.
+            let mut refused = false;
+            let posted = ep.post_window_op(h as usize, cookie, signaled, |qp, wr_id, signaled| {
+                qp.bind_type1(wr_id, signaled, &r.mw, target.as_ref()).inspect_err(|&rc| {
+                    log::warn!("binding a type 1 window: {}", std::io::Error::from_raw_os_error(rc));
+                    refused = true;
+                })
+            });
+            match posted {
+                Ok(()) => {}
+                Err(_) if refused => return invalid_arg(DAT_INVALID_ARG3),
+                Err(e) => return e,
             }
             if unbind { 0 } else { r.mw.rkey() }
         };
