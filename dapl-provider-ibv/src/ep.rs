@@ -780,9 +780,9 @@ pub unsafe extern "C" fn post_recv(
         let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
         // SAFETY: the ring lives as long as the QP.
         let ring = unsafe { &*ring };
-        // SAFETY: plain 8-byte union.
         // A UD receive says so in its slot, so its completion reports the sender's QP.
         let op = if ep.ud.load(Ordering::Relaxed) { DAT_IB_DTO_RECV_UD } else { DAT_DTO_RECEIVE };
+        // SAFETY: plain 8-byte union.
         let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, op, 0);
         // SAFETY: as in send_queue.
         let qp = unsafe { &*qp };
