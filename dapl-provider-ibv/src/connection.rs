@@ -214,21 +214,28 @@ fn finish_disconnect(ep: &Ep, h: DAT_EP_HANDLE) {
 /// held across destroying a connection id, which waits on the CM thread.
 static CM_BUSY: Mutex<()> = Mutex::new(());
 
+/// Runs `f` holding CM_BUSY. CNO agents that `f` triggers run after the
+/// lock is released: an agent may call back into DAT, which can take it.
+fn cm_busy<R>(f: impl FnOnce() -> R) -> R {
+    crate::cno::with_agents_held(|| {
+        let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
+        f()
+    })
+}
+
 /// Runs `f` (which ends an object the CM thread may be looking at) while
 /// no connection event is being handled.
 pub fn quiesced<R>(f: impl FnOnce() -> R) -> R {
-    let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
-    f()
+    cm_busy(f)
 }
 
 /// Handles one connection event on the CM thread. Returns an id to destroy
 /// once the event is acked.
 pub fn handle_event(ev: &CmEvent<Active>) -> Option<ConnId> {
-    crate::cno::with_agents_held(|| handle_event_locked(ev))
+    cm_busy(|| handle_event_locked(ev))
 }
 
 fn handle_event_locked(ev: &CmEvent<Active>) -> Option<ConnId> {
-    let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     log::debug!("connection event {:?} for {:#x}", ev.kind, ev.context);
     if ev.kind == CmEventKind::ConnectRequest {
         return connect_request(ev);
@@ -345,11 +352,10 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
 /// The CM thread's tick: ends active connects still pending past their
 /// timeout with DAT_CONNECTION_EVENT_TIMED_OUT. Returns µs to the next one.
 pub fn expire_connects(ia_h: usize) -> Option<u64> {
-    crate::cno::with_agents_held(|| expire_locked(ia_h))
+    cm_busy(|| expire_locked(ia_h))
 }
 
 fn expire_locked(ia_h: usize) -> Option<u64> {
-    let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
     let ia = handle::get::<crate::ia::Ia>(ia_h as DAT_HANDLE).ok()?;
     let now = std::time::Instant::now();
     let pending = |h: usize| ep::get(h as DAT_HANDLE).is_ok_and(|e| e.state.load(Ordering::Acquire) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
