@@ -66,9 +66,28 @@ thread_local! {
 fn call_agent(func: AgentFn, data: usize, evd: DAT_EVD_HANDLE) {
     let held = HELD.with(|h| h.borrow_mut().as_mut().map(|calls| calls.push((func, data, evd as usize))).is_some());
     if !held {
-        // SAFETY: the consumer's agent, called as DAT defines it with its own
-        // instance data and the EVD that triggered the CNO.
-        unsafe { func(data as DAT_PVOID, evd) };
+        invoke(func, data, evd as usize);
+    }
+}
+
+fn invoke(func: AgentFn, data: usize, evd: usize) {
+    // SAFETY: the consumer's agent, called as DAT defines it with its own
+    // instance data and the EVD that triggered the CNO.
+    unsafe { func(data as DAT_PVOID, evd as DAT_EVD_HANDLE) };
+}
+
+/// Ends the outermost held section: makes the held calls, or on a panic in
+/// the section drops them, so the thread never stays in holding mode.
+struct Release;
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let calls = HELD.with(|h| h.borrow_mut().take()).unwrap_or_default();
+        if !std::thread::panicking() {
+            for (func, data, evd) in calls {
+                invoke(func, data, evd);
+            }
+        }
     }
 }
 
@@ -79,14 +98,9 @@ pub fn with_agents_held<R>(f: impl FnOnce() -> R) -> R {
         let mut h = h.borrow_mut();
         h.is_none().then(|| *h = Some(Vec::new())).is_some()
     });
-    let r = f();
-    if outer {
-        for (func, data, evd) in HELD.with(|h| h.borrow_mut().take()).unwrap_or_default() {
-            // SAFETY: as in call_agent.
-            unsafe { func(data as DAT_PVOID, evd as DAT_EVD_HANDLE) };
-        }
-    }
-    r
+    // Lazily: a Release made and dropped for an inner section would end the outer one.
+    let _release = outer.then(|| Release);
+    f()
 }
 
 /// Removes `evd` from the CNO `cno` (a handle value, 0 for none).
@@ -245,5 +259,18 @@ mod tests {
         assert_eq!(*CALLS.lock().unwrap(), vec![(1, 0x10), (2, 0x20), (3, 0x30)]);
         call_agent(record, 4, 0x40 as DAT_EVD_HANDLE);
         assert_eq!(CALLS.lock().unwrap().len(), 4, "holding ends with the outermost section");
+
+        // A section that panics drops what it held and leaves the thread
+        // calling agents at once again.
+        let r = std::panic::catch_unwind(|| {
+            with_agents_held(|| {
+                call_agent(record, 5, 0x50 as DAT_EVD_HANDLE);
+                panic!("handler failed");
+            })
+        });
+        assert!(r.is_err());
+        call_agent(record, 6, 0x60 as DAT_EVD_HANDLE);
+        assert_eq!(CALLS.lock().unwrap().last(), Some(&(6, 0x60)));
+        assert_eq!(CALLS.lock().unwrap().len(), 5);
     }
 }
