@@ -8,7 +8,7 @@ packages=(
     # build: C compiler for the link step and ctest; libclang for bindgen
     gcc make clang libclang-dev pkg-config
     # rdma-core, for the verbs provider and the tools that check it
-    libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
+    libibverbs-dev librdmacm-dev libibumad-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
     perftest iproute2 kmod
     # the reference DAPL: headers for the ABI test, registry/provider/tests to run against
     libdapl2 libdapl-dev dapl2-utils
