@@ -1,0 +1,106 @@
+#!/bin/bash
+# guest-mpi.sh PREFIX RESULTS PLAN: in the Soft-RoCE guest, runs MVAPICH2's
+# OSU benchmarks and MPICH2 tests (built by build-mvapich2.sh into PREFIX)
+# over our libdat2.so.2, once with our provider and once with the reference
+# libdaplofa.so.2, each picked by IA name from one dat.conf. PLAN has one run
+# a line, "KIND NP NAME [ARGS...]" (KIND osu or test; NAME relative to
+# PREFIX/osu or PREFIX/tests; an argument timeout=SECONDS sets that run's
+# limit, else MPI_RUN_TIMEOUT; KIND control runs a test with an IA name that
+# dat.conf does not have, and passes when MPI_Init fails: proof that the
+# runs go through DAT). Appends to RESULTS, one line a run:
+#   run PROVIDER KIND NP NAME pass|fail SECONDS RC
+# and for OSU figures: fig PROVIDER NP NAME SIZE VALUE
+# Run logs go to RESULTS.logs/.
+set -u
+prefix=$1 results=$2 plan=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/dat-mpi.XXXXXX)
+logs=$results.logs
+mkdir -p "$logs"
+
+# Both providers under our registry; MV2_DAPL_PROVIDER picks the IA name.
+cat >"$work/dat.conf" <<CONF
+mpi-ours u2.0 nonthreadsafe default libdaplibv.so.2 dapl.2.0 "dum0 0" ""
+mpi-ref u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "dum0 0" ""
+CONF
+export DAT_OVERRIDE=$work/dat.conf
+export LD_LIBRARY_PATH=$root/target/release
+# Every message through DAT: no shared-memory path between local ranks.
+export MV2_USE_SHARED_MEM=0
+# Hydra's proxies find the launcher over TCP; the guest's only interfaces
+# are lo and dum0.
+export HYDRA_IFACE=lo
+providers=${MPI_PROVIDERS:-mpi-ours mpi-ref}
+secs=${MPI_RUN_TIMEOUT:-240}
+
+# run_once PROV KIND NP PROG LIMIT TAG ARGS...: one mpiexec; sets verdict, rc, t.
+run_once() {
+    local prov=$1 kind=$2 np=$3 prog=$4 limit=$5 tag=$6
+    shift 6
+    local start end ms
+    start=$(date +%s%N)
+    # A test's working directory is its own directory, as runtests has it.
+    (cd "$(dirname "$prog")" &&
+        MV2_DAPL_PROVIDER=$prov timeout -k 5 "$limit" \
+            "$prefix/bin/mpiexec" -bootstrap fork -n "$np" "$prog" "$@") \
+        </dev/null >"$logs/$tag.out" 2>&1
+    rc=$?
+    end=$(date +%s%N)
+    ms=$(( (end - start) / 1000000 ))
+    t=$((ms / 1000)).$(printf %03d $((ms % 1000)))
+    verdict=fail
+    case "$kind" in
+        # An OSU program passes when it printed a figure for its largest size.
+        osu) [ $rc -eq 0 ] && tail -n 1 "$logs/$tag.out" | grep -qE '^[0-9]+[[:space:]]+[0-9.]+' && verdict=pass ;;
+        # MPICH tests print " No Errors" from rank 0 when every check held.
+        test) [ $rc -eq 0 ] && grep -q '^ *No Errors' "$logs/$tag.out" && verdict=pass ;;
+        # Expected: MPI_Init fails, naming the provider it could not open.
+        control) [ $rc -ne 0 ] && ! grep -q '^ *No Errors' "$logs/$tag.out" && verdict=pass ;;
+    esac
+}
+
+# MVAPICH2's eager RDMA path polls the last word of each message and reads
+# the header in front of it; under Soft-RoCE in this guest it sometimes finds
+# a stale header, on both providers alike (README, "MPI over our stack").
+# A run that ends with that message, and only such a run, is tried once more;
+# the results say so.
+FASTPATH_FLAKE="Control shouldn't reach here in prototype"
+
+cp "$plan" "$work/plan"   # the plan may be edited while the guest runs
+while read -r kind np name rest; do
+    case "$kind" in ''|'#'*) continue ;; esac
+    limit=$secs args=()
+    for a in $rest; do
+        case "$a" in timeout=*) limit=${a#timeout=} ;; *) args+=("$a") ;; esac
+    done
+    case "$kind" in
+        osu) prog=$prefix/osu/$name ;;
+        test|control) prog=$prefix/tests/$name ;;
+        *) echo "guest-mpi: bad plan line: $kind" >&2; continue ;;
+    esac
+    run_providers=$providers
+    [ "$kind" = control ] && run_providers=mpi-missing
+    for prov in $run_providers; do
+        tag=$(echo "$prov-$np-$name" | tr '/' '_')
+        tries=1
+        run_once "$prov" "$kind" "$np" "$prog" "$limit" "$tag" "${args[@]}"
+        if [ $verdict = fail ] && grep -q "$FASTPATH_FLAKE" "$logs/$tag.out"; then
+            echo "mpi-guest: $prov $kind np=$np $name: stale eager-RDMA header, trying once more"
+            mv "$logs/$tag.out" "$logs/$tag.try1.out"
+            tries=2
+            run_once "$prov" "$kind" "$np" "$prog" "$limit" "$tag" "${args[@]}"
+        fi
+        if [ "$kind" = control ]; then
+            for p in $providers; do echo "run $p $kind $np $name $verdict $t $rc $tries" >>"$results"; done
+        else
+            echo "run $prov $kind $np $name $verdict $t $rc $tries" >>"$results"
+        fi
+        echo "mpi-guest: $prov $kind np=$np $name: $verdict (${t%.*} s, rc $rc, try $tries)"
+        if [ "$kind" = osu ]; then
+            awk -v p="$prov" -v n="$np" -v b="$name" \
+                '/^[0-9]+[ \t]+[0-9.]+/ { print "fig", p, n, b, $1, $2 }' "$logs/$tag.out" >>"$results"
+        fi
+        [ $verdict = pass ] || tail -n 15 "$logs/$tag.out" | sed 's/^/    | /'
+    done
+done <"$work/plan"
+rm -rf "$work"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# run-mpi.sh [PLAN | --full]: MVAPICH2 1.7's uDAPL channel over our
+# libdat2.so.2 in the Soft-RoCE guest. Builds MVAPICH2 (cached,
+# build-mvapich2.sh), runs the OSU benchmarks and MPICH2 tests of PLAN
+# (default tools/mpi/plan-ci.txt; --full: every test, gen-plan.py)
+# with our provider and with the reference libdaplofa.so.2 in one boot, and
+# prints the side-by-side table and "mpi: N passed, M failed, K skipped".
+# Without the tarball (../shared/mpi/) it says so and passes: the MPI part
+# is optional outside CI. MPI_KEEP=DIR keeps the results and logs there.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tarball=${MPI_TARBALL:-$root/../shared/mpi/mvapich2-1.7.tar.xz}
+plan_arg=${1:-$here/plan-ci.txt}
+if [ ! -f "$tarball" ]; then
+    echo "mpi: no MVAPICH2 tarball at $tarball; MPI runs skipped"
+    exit 0
+fi
+prefix=$("$here/build-mvapich2.sh" "$tarball" | tail -n 1) || { echo "mpi: 0 passed, 1 failed (build)"; exit 1; }
+out=${MPI_KEEP:-$(mktemp -d "${TMPDIR:-/tmp}/dat-mpi-run.XXXXXX")}
+mkdir -p "$out"
+if [ "$plan_arg" = --full ]; then
+    python3 "$here/gen-plan.py" "$prefix" >"$out/plan"
+    plan=$out/plan
+else
+    plan=$(realpath "$plan_arg")
+fi
+: >"$out/results"
+# The plan's runs take about 20 s each under TCG; allow for twice that.
+runs=$(grep -cvE '^\s*(#|$)' "$plan")
+export RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((300 + runs * 2 * 40))}
+"$root/tools/rxe-vm/run-in-guest.sh" "$here/guest-mpi.sh" "$prefix" "$out/results" "$plan"
+grc=$?
+python3 "$here/report.py" "$out/results" "$plan" "$here/known-failures.txt" | tee "$out/table.md"
+rc=${PIPESTATUS[0]}
+[ -n "${MPI_KEEP:-}" ] || rm -rf "$out"
+[ "$grc" -eq 0 ] || { echo "mpi: guest exited $grc"; exit 1; }
+exit "$rc"
