@@ -5,11 +5,11 @@ use crate::evd::Evd;
 use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::wake::{self, Wake};
-use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
+use dat_abi::status::{INTERNAL, error, guard, guard_or, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
 use std::cell::RefCell;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 pub struct Cno {
     pub ia: &'static Ia,
@@ -185,21 +185,26 @@ pub unsafe extern "C" fn query(h: DAT_CNO_HANDLE, _mask: DAT_CNO_PARAM_MASK, out
     })
 }
 
-pub unsafe extern "C" fn wait(h: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_HANDLE) -> DAT_RETURN {
-    guard("dat_cno_wait", || {
-        let c = match handle::get::<Cno>(h) {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        // SAFETY: null-checked consumer out-parameter.
-        let Some(out) = (unsafe { evd_out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
-        if c.waiting.swap(true, Ordering::AcqRel) {
-            return invalid_state(DAT_INVALID_STATE_CNO_IN_USE);
-        }
-        let r = wait_for(c, timeout, out);
-        c.waiting.store(false, Ordering::Release);
-        r
-    })
+/// C-unwind: the consumer may cancel a thread sleeping here (`wake::cancellable`).
+pub unsafe extern "C-unwind" fn wait(h: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd_out: *mut DAT_EVD_HANDLE) -> DAT_RETURN {
+    let begun = dat_abi::cancel::deferred(|| {
+        guard_or("dat_cno_wait", Err(INTERNAL), || {
+            let c = handle::get::<Cno>(h)?;
+            if evd_out.is_null() {
+                return Err(invalid_arg(DAT_INVALID_ARG3));
+            }
+            let claim = wake::Claim::take(&c.waiting).ok_or(invalid_state(DAT_INVALID_STATE_CNO_IN_USE))?;
+            Ok((c, claim))
+        })
+    });
+    let (c, _claim) = match begun {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    // SAFETY: checked non-null above.
+    let out = unsafe { &mut *evd_out };
+    let deadline = wake::Deadline::new(timeout);
+    wake::cancellable("dat_cno_wait", || wait_round(c, &deadline, out))
 }
 
 fn ready_evd(c: &Cno) -> Option<usize> {
@@ -207,28 +212,28 @@ fn ready_evd(c: &Cno) -> Option<usize> {
     evds.into_iter().find(|&e| handle::get::<Evd>(e as DAT_HANDLE).is_ok_and(|evd| evd.has_event()))
 }
 
-fn wait_for(c: &Cno, timeout: DAT_TIMEOUT, out: &mut DAT_EVD_HANDLE) -> DAT_RETURN {
-    let deadline = wake::Deadline::new(timeout);
-    loop {
-        if let Some(e) = ready_evd(c) {
-            *out = e as DAT_EVD_HANDLE;
-            return DAT_SUCCESS;
+fn wait_round(c: &Cno, deadline: &wake::Deadline, out: &mut DAT_EVD_HANDLE) -> wake::Step<Vec<i32>> {
+    use wake::Step::{Done, Sleep};
+    if let Some(e) = ready_evd(c) {
+        *out = e as DAT_EVD_HANDLE;
+        return Done(DAT_SUCCESS);
+    }
+    c.wake.clear();
+    let mut fds = vec![c.wake.fd()];
+    let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for e in evds {
+        if let Ok(evd) = handle::get::<Evd>(e as DAT_HANDLE) {
+            fds.extend(evd.fds().into_iter().filter(|&fd| fd >= 0));
+            evd.arm();
         }
-        c.wake.clear();
-        let mut fds = vec![c.wake.fd()];
-        let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for e in evds {
-            if let Ok(evd) = handle::get::<Evd>(e as DAT_HANDLE) {
-                fds.extend(evd.fds().into_iter().filter(|&fd| fd >= 0));
-                evd.arm();
-            }
-        }
-        if let Some(e) = ready_evd(c) {
-            *out = e as DAT_EVD_HANDLE;
-            return DAT_SUCCESS;
-        }
-        let Ok(left) = deadline.remaining() else { return error(DAT_TIMEOUT_EXPIRED, 0) };
-        wake::sleep_on(&fds, left);
+    }
+    if let Some(e) = ready_evd(c) {
+        *out = e as DAT_EVD_HANDLE;
+        return Done(DAT_SUCCESS);
+    }
+    match deadline.remaining() {
+        Ok(left) => Sleep(fds, left),
+        Err(()) => Done(error(DAT_TIMEOUT_EXPIRED, 0)),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::handle::{self, Object, Pool};
 use crate::ia::Ia;
 use crate::backend::{self, Completion, CqOps, DeviceOps};
 use crate::wake::{self, Wake};
-use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
+use dat_abi::status::{INTERNAL, error, guard, guard_or, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -373,64 +373,68 @@ pub unsafe extern "C" fn dequeue(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DA
     })
 }
 
-pub unsafe extern "C" fn wait(
+/// C-unwind: the consumer may cancel a thread sleeping here (`wake::cancellable`).
+pub unsafe extern "C-unwind" fn wait(
     h: DAT_EVD_HANDLE,
     timeout: DAT_TIMEOUT,
     threshold: DAT_COUNT,
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
-    guard("dat_evd_wait", || {
-        let evd = match get(h) {
-            Ok(e) => e,
-            Err(e) => return e,
-        };
-        if threshold <= 0 || threshold > evd.qlen.load(Ordering::Acquire) {
-            return invalid_arg(DAT_INVALID_ARG3);
-        }
-        // SAFETY: null-checked consumer out-parameters.
-        let (Some(out), nmore) = (unsafe { event.as_mut() }, unsafe { nmore.as_mut() }) else {
-            return invalid_arg(DAT_INVALID_ARG4);
-        };
-        if !evd.waitable.load(Ordering::Acquire) {
-            return invalid_state(DAT_INVALID_STATE_EVD_UNWAITABLE);
-        }
-        if evd.cno.load(Ordering::Acquire) != 0 && evd.enabled.load(Ordering::Acquire) {
-            // DAT: an EVD feeding an enabled CNO is waited on through the CNO.
-            return invalid_state(DAT_INVALID_STATE_EVD_CONFIG_NOTIFY);
-        }
-        if evd.waiting.swap(true, Ordering::AcqRel) {
-            return invalid_state(DAT_INVALID_STATE_EVD_WAITER);
-        }
-        let r = wait_for(evd, h, timeout, threshold as usize, out);
-        if let Some(n) = nmore {
-            *n = evd.queued.load(Ordering::Acquire) as DAT_COUNT;
-        }
-        evd.waiting.store(false, Ordering::Release);
-        r
-    })
+    let begun = dat_abi::cancel::deferred(|| guard_or("dat_evd_wait", Err(INTERNAL), || begin_wait(h, threshold, event)));
+    let (evd, _claim) = match begun {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    // SAFETY: begin_wait refused a null event pointer.
+    let out = unsafe { &mut *event };
+    let deadline = wake::Deadline::new(timeout);
+    let r = wake::cancellable("dat_evd_wait", || wait_round(evd, h, &deadline, threshold as usize, out));
+    // SAFETY: null-checked consumer out-parameter.
+    if let Some(n) = unsafe { nmore.as_mut() } {
+        *n = evd.queued.load(Ordering::Acquire) as DAT_COUNT;
+    }
+    r
 }
 
-fn wait_for(evd: &Evd, h: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: usize, out: &mut DAT_EVENT) -> DAT_RETURN {
-    let deadline = wake::Deadline::new(timeout);
-    loop {
-        let ready = if threshold <= 1 { evd.take(h, out) } else { evd.fill(threshold) >= threshold && evd.take(h, out) };
-        if ready {
-            return DAT_SUCCESS;
-        }
-        if !evd.waitable.load(Ordering::Acquire) {
-            return invalid_state(DAT_INVALID_STATE_EVD_UNWAITABLE);
-        }
-        let fds = evd.fds();
-        evd.arm();
-        // A completion may have landed between the check and the arm.
-        let ready = if threshold <= 1 { evd.take(h, out) } else { evd.fill(threshold) >= threshold && evd.take(h, out) };
-        if ready {
-            return DAT_SUCCESS;
-        }
-        let Ok(left) = deadline.remaining() else { return error(DAT_TIMEOUT_EXPIRED, 0) };
-        let n = if fds[1] < 0 { 1 } else { 2 };
-        wake::sleep_on(&fds[..n], left);
+/// The checks before a wait, and the waiter's claim on the EVD.
+fn begin_wait(h: DAT_EVD_HANDLE, threshold: DAT_COUNT, event: *mut DAT_EVENT) -> Result<(&'static Evd, wake::Claim<'static>), DAT_RETURN> {
+    let evd = get(h)?;
+    if threshold <= 0 || threshold > evd.qlen.load(Ordering::Acquire) {
+        return Err(invalid_arg(DAT_INVALID_ARG3));
+    }
+    if event.is_null() {
+        return Err(invalid_arg(DAT_INVALID_ARG4));
+    }
+    if !evd.waitable.load(Ordering::Acquire) {
+        return Err(invalid_state(DAT_INVALID_STATE_EVD_UNWAITABLE));
+    }
+    if evd.cno.load(Ordering::Acquire) != 0 && evd.enabled.load(Ordering::Acquire) {
+        // DAT: an EVD feeding an enabled CNO is waited on through the CNO.
+        return Err(invalid_state(DAT_INVALID_STATE_EVD_CONFIG_NOTIFY));
+    }
+    let claim = wake::Claim::take(&evd.waiting).ok_or(invalid_state(DAT_INVALID_STATE_EVD_WAITER))?;
+    Ok((evd, claim))
+}
+
+fn wait_round(evd: &Evd, h: DAT_EVD_HANDLE, deadline: &wake::Deadline, threshold: usize, out: &mut DAT_EVENT) -> wake::Step<[i32; 2]> {
+    use wake::Step::{Done, Sleep};
+    let mut ready = || if threshold <= 1 { evd.take(h, out) } else { evd.fill(threshold) >= threshold && evd.take(h, out) };
+    if ready() {
+        return Done(DAT_SUCCESS);
+    }
+    if !evd.waitable.load(Ordering::Acquire) {
+        return Done(invalid_state(DAT_INVALID_STATE_EVD_UNWAITABLE));
+    }
+    let fds = evd.fds();
+    evd.arm();
+    // A completion may have landed between the check and the arm.
+    if ready() {
+        return Done(DAT_SUCCESS);
+    }
+    match deadline.remaining() {
+        Ok(left) => Sleep(fds, left),
+        Err(()) => Done(error(DAT_TIMEOUT_EXPIRED, 0)),
     }
 }
 

@@ -31,13 +31,15 @@ static TEMPLATE: Table = Table(DAT_PROVIDER {
     cno_modify_agent_func: Some(cno::modify_agent),
     cno_query_func: Some(cno::query),
     cno_free_func: Some(cno::free),
-    cno_wait_func: Some(cno::wait),
+    // SAFETY (both waits): the same C signature; they are C-unwind only so
+    // that a cancelled waiter's unwind may leave through them.
+    cno_wait_func: Some(unsafe { std::mem::transmute(cno::wait as unsafe extern "C-unwind" fn(_, _, _) -> _) }),
     evd_create_func: Some(evd::create),
     evd_query_func: Some(evd::query),
     evd_modify_cno_func: Some(evd::modify_cno),
     evd_enable_func: Some(evd::enable),
     evd_disable_func: Some(evd::disable),
-    evd_wait_func: Some(evd::wait),
+    evd_wait_func: Some(unsafe { std::mem::transmute(evd::wait as unsafe extern "C-unwind" fn(_, _, _, _, _) -> _) }),
     evd_resize_func: Some(evd::resize),
     evd_post_se_func: Some(evd::post_se),
     evd_dequeue_func: Some(evd::dequeue),

@@ -1,5 +1,16 @@
 //! An eventfd: how software events and unwaitable/trigger calls wake a
-//! thread sleeping in dat_evd_wait or dat_cno_wait.
+//! thread sleeping in dat_evd_wait or dat_cno_wait; and how those two sleep
+//! so that the consumer may cancel the sleeping thread (`dat_abi::cancel`).
+
+use dat_abi::DAT_RETURN;
+use dat_abi::cancel;
+use dat_abi::status::{INTERNAL, guard_or};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+unsafe extern "C-unwind" {
+    // A cancellation point: a cancelled thread unwinds out of it.
+    fn poll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: libc::c_int) -> libc::c_int;
+}
 
 pub struct Wake(i32);
 
@@ -53,14 +64,52 @@ pub fn sleep_on(fds: &[i32], timeout_us: Option<u64>) -> bool {
         Some(us) => us.div_ceil(1000).min(i32::MAX as u64) as i32,
     };
     loop {
-        // SAFETY: poll over our own array.
-        let n = unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, ms) };
+        // SAFETY: poll over our own array (negative fds are skipped by poll).
+        let n = unsafe { poll(set.as_mut_ptr(), set.len() as libc::nfds_t, ms) };
         if n >= 0 {
             return n > 0;
         }
         if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return false;
         }
+    }
+}
+
+/// One round of a blocking wait: finished, or sleep on these fds (negative
+/// ones are skipped) for at most this many microseconds (None: no limit).
+pub enum Step<F> {
+    Done(DAT_RETURN),
+    Sleep(F, Option<u64>),
+}
+
+/// Runs a wait a round at a time: each round under the panic guard with
+/// cancellation deferred, each sleep outside it, where the unwind of a
+/// thread the consumer cancels passes through (the caller is C-unwind).
+pub fn cancellable<F: AsRef<[i32]>>(name: &str, mut round: impl FnMut() -> Step<F>) -> DAT_RETURN {
+    loop {
+        match cancel::deferred(|| guard_or(name, Step::Done(INTERNAL), &mut round)) {
+            Step::Done(r) => return r,
+            Step::Sleep(fds, left) => {
+                sleep_on(fds.as_ref(), left);
+            }
+        }
+    }
+}
+
+/// A waiter's claim on an object (only one may wait at a time): given back
+/// when the wait returns, and when a cancelled waiter unwinds.
+pub struct Claim<'a>(&'a AtomicBool);
+
+impl<'a> Claim<'a> {
+    /// None: someone else is waiting.
+    pub fn take(flag: &'a AtomicBool) -> Option<Claim<'a>> {
+        (!flag.swap(true, Ordering::AcqRel)).then_some(Claim(flag))
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

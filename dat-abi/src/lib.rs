@@ -8,6 +8,7 @@
 
 include!(concat!(env!("OUT_DIR"), "/dat_bindings.rs"));
 
+pub mod cancel;
 pub mod logging;
 pub mod status;
 

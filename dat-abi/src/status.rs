@@ -37,11 +37,18 @@ pub const fn not_found(minor: u32) -> DAT_RETURN {
 /// unwinding into C.
 #[inline]
 pub fn guard(name: &str, body: impl FnOnce() -> DAT_RETURN) -> DAT_RETURN {
+    guard_or(name, INTERNAL, body)
+}
+
+/// `guard` for a body that returns something else: `on_panic` stands in for
+/// its result after a panic.
+#[inline]
+pub fn guard_or<T>(name: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(_) => {
             log::error!("{name}: internal panic caught at the DAT API boundary");
-            INTERNAL
+            on_panic
         }
     }
 }

@@ -49,8 +49,6 @@ forward! {
     dat_cno_query: DAT_CNO_QUERY_FUNC via cno_query_func, object(DAT_INVALID_HANDLE_CNO)
         (cno: DAT_CNO_HANDLE, mask: DAT_CNO_PARAM_MASK, param: *mut DAT_CNO_PARAM);
     dat_cno_free: DAT_CNO_FREE_FUNC via cno_free_func, object(DAT_INVALID_HANDLE_CNO) (cno: DAT_CNO_HANDLE);
-    dat_cno_wait: DAT_CNO_WAIT_FUNC via cno_wait_func, object(DAT_INVALID_HANDLE_CNO)
-        (cno: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd: *mut DAT_EVD_HANDLE);
 
     dat_cr_query: DAT_CR_QUERY_FUNC via cr_query_func, object(DAT_INVALID_HANDLE_CR)
         (cr: DAT_CR_HANDLE, mask: DAT_CR_PARAM_MASK, param: *mut DAT_CR_PARAM);
@@ -69,8 +67,6 @@ forward! {
         (evd: DAT_EVD_HANDLE, cno: DAT_CNO_HANDLE);
     dat_evd_enable: DAT_EVD_ENABLE_FUNC via evd_enable_func, object(DAT_INVALID_HANDLE_EVD_REQUEST) (evd: DAT_EVD_HANDLE);
     dat_evd_disable: DAT_EVD_DISABLE_FUNC via evd_disable_func, object(DAT_INVALID_HANDLE_EVD_REQUEST) (evd: DAT_EVD_HANDLE);
-    dat_evd_wait: DAT_EVD_WAIT_FUNC via evd_wait_func, object(DAT_INVALID_HANDLE_EVD_REQUEST)
-        (evd: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: DAT_COUNT, event: *mut DAT_EVENT, nmore: *mut DAT_COUNT);
     dat_evd_resize: DAT_EVD_RESIZE_FUNC via evd_resize_func, object(DAT_INVALID_HANDLE_EVD_REQUEST)
         (evd: DAT_EVD_HANDLE, qlen: DAT_COUNT);
     dat_evd_post_se: DAT_EVD_POST_SE_FUNC via evd_post_se_func, object(DAT_INVALID_HANDLE_EVD_REQUEST)

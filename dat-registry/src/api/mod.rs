@@ -4,8 +4,10 @@ mod extension;
 mod forward;
 mod ia;
 mod registry_calls;
+mod wait;
 
 pub use extension::*;
 pub use forward::*;
 pub use ia::*;
 pub use registry_calls::*;
+pub use wait::*;
