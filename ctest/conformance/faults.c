@@ -11,6 +11,7 @@
 #include "harness.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -654,6 +655,97 @@ out:
 	pair_close(&p);
 }
 
+/* A thread the consumer cancels while it sleeps in dat_evd_wait or
+ * dat_cno_wait (MVAPICH2 ends its connection thread so, with asynchronous
+ * cancellation, in MPI_Finalize): it ends like any cancelled thread instead
+ * of aborting the process, and the EVD and CNO can be waited on and freed
+ * afterwards. Found running MVAPICH2 with on-demand connections. */
+struct waiter {
+	DAT_EVD_HANDLE evd;
+	DAT_CNO_HANDLE cno;
+	int async;
+	volatile int started;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	DAT_EVENT ev;
+	DAT_COUNT nmore;
+	DAT_EVD_HANDLE got;
+
+	pthread_setcanceltype(w->async ? PTHREAD_CANCEL_ASYNCHRONOUS : PTHREAD_CANCEL_DEFERRED, NULL);
+	w->started = 1;
+	/* Nothing is posted: only the cancel ends these waits. */
+	if (w->cno)
+		dat_cno_wait(w->cno, DAT_TIMEOUT_INFINITE, &got);
+	else
+		dat_evd_wait(w->evd, DAT_TIMEOUT_INFINITE, 1, &ev, &nmore);
+	return (void *)1;
+}
+
+static void cancel_waiter(struct waiter *w, const char *what)
+{
+	pthread_t t;
+	void *res = NULL;
+
+	if (pthread_create(&t, NULL, waiter_main, w) != 0) {
+		fail("%s: pthread_create failed", what);
+		return;
+	}
+	while (!w->started)
+		usleep(1000);
+	usleep(300000);	/* well into the sleep */
+	pthread_cancel(t);
+	pthread_join(t, &res);
+	CHECK(res == PTHREAD_CANCELED, "%s: the waiter ended with %p, not PTHREAD_CANCELED", what, res);
+	if (res == PTHREAD_CANCELED)
+		g_stats.faults++;
+}
+
+static void case_cancel_waiter(void)
+{
+	DAT_IA_HANDLE ia = open_ia(g_ia);
+	DAT_EVENT se, ev;
+	DAT_COUNT nmore;
+
+	if (!ia)
+		return;
+	memset(&se, 0, sizeof(se));
+	se.event_number = DAT_SOFTWARE_EVENT;
+	for (int async = 0; async <= 1; async++) {
+		const char *type = async ? "asynchronous" : "deferred";
+		DAT_EVD_HANDLE evd = make_evd(ia, 8, DAT_EVD_SOFTWARE_FLAG), cevd = NULL, got = NULL;
+		DAT_CNO_HANDLE cno = NULL;
+		DAT_OS_WAIT_PROXY_AGENT no_agent = { NULL, NULL };
+		struct waiter w = { .evd = evd, .async = async };
+		char what[64];
+
+		if (!evd)
+			break;
+		snprintf(what, sizeof(what), "dat_evd_wait cancelled (%s)", type);
+		cancel_waiter(&w, what);
+		/* The cancelled waiter's claim went with it. */
+		CHECK_RC(dat_evd_post_se(evd, &se), DAT_SUCCESS, "dat_evd_post_se after %s", what);
+		CHECK_RC(dat_evd_wait(evd, 5 * SEC, 1, &ev, &nmore), DAT_SUCCESS, "dat_evd_wait after %s", what);
+		CHECK_RC(dat_evd_free(evd), DAT_SUCCESS, "dat_evd_free after %s", what);
+
+		CHECK_RC(dat_cno_create(ia, no_agent, &cno), DAT_SUCCESS, "dat_cno_create");
+		if (!cno)
+			break;
+		CHECK_RC(dat_evd_create(ia, 8, cno, DAT_EVD_SOFTWARE_FLAG, &cevd), DAT_SUCCESS, "dat_evd_create(with the CNO)");
+		snprintf(what, sizeof(what), "dat_cno_wait cancelled (%s)", type);
+		w = (struct waiter){ .cno = cno, .async = async };
+		cancel_waiter(&w, what);
+		CHECK_RC(dat_evd_post_se(cevd, &se), DAT_SUCCESS, "dat_evd_post_se after %s", what);
+		CHECK_RC(dat_cno_wait(cno, 5 * SEC, &got), DAT_SUCCESS, "dat_cno_wait after %s", what);
+		CHECK(got == cevd, "dat_cno_wait after %s names EVD %p, expected %p", what, (void *)got, (void *)cevd);
+		CHECK_RC(dat_evd_free(cevd), DAT_SUCCESS, "dat_evd_free(the CNO's EVD) after %s", what);
+		CHECK_RC(dat_cno_free(cno), DAT_SUCCESS, "dat_cno_free after %s", what);
+	}
+	close_ia(ia, DAT_CLOSE_GRACEFUL_FLAG, "close after cancelled waiters (GRACEFUL)");
+}
+
 const struct tcase faults_cases[] = {
 	CASE("faults", peer_killed, 1),
 	CASE("faults", connect_no_listener, 1),
@@ -662,5 +754,6 @@ const struct tcase faults_cases[] = {
 	CASE("faults", abrupt_close_releases, 0),
 	CASE("faults", recv_overrun, 1),
 	CASE("faults", cq_overflow, 1),
+	CASE("faults", cancel_waiter, 1),
 };
 const int faults_ncases = sizeof(faults_cases) / sizeof(faults_cases[0]);
