@@ -5,7 +5,8 @@
 # libdaplofa.so.2, each picked by IA name from one dat.conf. PLAN has one run
 # a line, "KIND NP NAME [ARGS...]" (KIND osu or test; NAME relative to
 # PREFIX/osu or PREFIX/tests; an argument timeout=SECONDS sets that run's
-# limit, else MPI_RUN_TIMEOUT; KIND control runs a test with an IA name that
+# limit, else MPI_RUN_TIMEOUT; an argument MV2_X=V is set in that run's
+# environment and named in its result (NAME[MV2_X=V]); KIND control runs a test with an IA name that
 # dat.conf does not have, and passes when MPI_Init fails: proof that the
 # runs go through DAT). Appends to RESULTS, one line a run:
 #   run PROVIDER KIND NP NAME pass|fail SECONDS RC
@@ -37,12 +38,13 @@ secs=${MPI_RUN_TIMEOUT:-240}
 run_once() {
     local prov=$1 kind=$2 np=$3 prog=$4 limit=$5 tag=$6
     shift 6
+    # "$@": the program's arguments after the MV2_ settings (env runs both).
     local start end ms
     start=$(date +%s%N)
     # A test's working directory is its own directory, as runtests has it.
     (cd "$(dirname "$prog")" &&
         MV2_DAPL_PROVIDER=$prov timeout -k 5 "$limit" \
-            "$prefix/bin/mpiexec" -bootstrap fork -n "$np" "$prog" "$@") \
+            env "${envs[@]}" "$prefix/bin/mpiexec" -bootstrap fork -n "$np" "$prog" "$@") \
         </dev/null >"$logs/$tag.out" 2>&1
     rc=$?
     end=$(date +%s%N)
@@ -69,9 +71,13 @@ FASTPATH_FLAKE="Control shouldn't reach here in prototype"
 cp "$plan" "$work/plan"   # the plan may be edited while the guest runs
 while read -r kind np name rest; do
     case "$kind" in ''|'#'*) continue ;; esac
-    limit=$secs args=()
+    limit=$secs args=() envs=()
     for a in $rest; do
-        case "$a" in timeout=*) limit=${a#timeout=} ;; *) args+=("$a") ;; esac
+        case "$a" in
+            timeout=*) limit=${a#timeout=} ;;
+            MV2_*=*) envs+=("$a") ;;
+            *) args+=("$a") ;;
+        esac
     done
     case "$kind" in
         osu) prog=$prefix/osu/$name ;;
@@ -80,8 +86,9 @@ while read -r kind np name rest; do
     esac
     run_providers=$providers
     [ "$kind" = control ] && run_providers=mpi-missing
+    [ ${#envs[@]} -eq 0 ] || name="$name[$(IFS=,; echo "${envs[*]}")]"
     for prov in $run_providers; do
-        tag=$(echo "$prov-$np-$name" | tr '/' '_')
+        tag=$(echo "$prov-$np-$name" | tr '/[]=,' '_____')
         tries=1
         run_once "$prov" "$kind" "$np" "$prog" "$limit" "$tag" "${args[@]}"
         if [ $verdict = fail ] && grep -q "$FASTPATH_FLAKE" "$logs/$tag.out"; then
