@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs what is missing, builds, and runs
 # every suite — Rust unit tests, the C registry tests, the ABI comparison with
-# the reference DAPL, and the Soft-RoCE guest tests — then prints one line
+# the reference DAPL, the Soft-RoCE guest tests and MPI (MVAPICH2) over our
+# stack — then prints one line
 # "tests: N passed, M failed" adding up all of them.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +61,9 @@ section guest-interop tools/rxe-vm/run-in-guest.sh ctest/guest/interop.sh
 section guest-rmr tools/rxe-vm/run-in-guest.sh ctest/guest/rmr.sh
 section guest-dat-perf tools/rxe-vm/run-in-guest.sh tools/dat-perf/guest-check.sh
 section guest-conformance tools/rxe-vm/run-in-guest.sh ctest/guest/conformance.sh
+# MVAPICH2 over our stack (and over the reference provider, side by side),
+# when the team's tarball is beside the clone (../shared/mpi/).
+section guest-mpi tools/mpi/run-mpi.sh
 
 rm -rf "$log"
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
