@@ -38,6 +38,7 @@ pub struct Evd {
     pub users: AtomicUsize,
     /// Software events dropped because the queue was full.
     pub overflows: AtomicUsize,
+    pub counters: crate::counters::Counters<{ crate::counters::EVD_COUNT }>,
 }
 
 // Queued events carry consumer and provider pointers as plain data, only
@@ -105,7 +106,12 @@ impl Evd {
         if let Some(cq) = &self.cq {
             let mut wc = Completion::default();
             // Completions of freed EPs are skipped, not reported.
-            while cq.poll(&mut wc) {
+            loop {
+                self.counters.bump(DCNT_EVD_DEQUEUE_POLL, 1);
+                if !cq.poll(&mut wc) {
+                    break;
+                }
+                self.counters.bump(DCNT_EVD_DEQUEUE_POLL_FOUND, 1);
                 if dto::event_from_completion(&wc, me, out) {
                     return true;
                 }
@@ -254,6 +260,7 @@ pub fn create_evd(
         waiting: AtomicBool::new(false),
         users: AtomicUsize::new(0),
         overflows: AtomicUsize::new(0),
+        counters: crate::counters::Counters::new(),
     }, ia.table());
     if let Some(cq) = &handle::get::<Evd>(h).expect("just created").cq {
         cq.set_context(h);
@@ -369,7 +376,14 @@ pub unsafe extern "C" fn dequeue(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DA
         let Some(out) = (unsafe { event.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG2) };
         // Plain DAT_QUEUE_EMPTY, without the error class bit: the reference
         // returns it so, and programs (dtest -p) compare for it exactly.
-        if evd.take(h, out) { DAT_SUCCESS } else { DAT_QUEUE_EMPTY }
+        evd.counters.bump(DCNT_EVD_DEQUEUE, 1);
+        if evd.take(h, out) {
+            evd.counters.bump(DCNT_EVD_DEQUEUE_FOUND, 1);
+            DAT_SUCCESS
+        } else {
+            evd.counters.bump(DCNT_EVD_DEQUEUE_NOT_FOUND, 1);
+            DAT_QUEUE_EMPTY
+        }
     })
 }
 
@@ -402,6 +416,7 @@ pub unsafe extern "C" fn wait(
         if evd.waiting.swap(true, Ordering::AcqRel) {
             return invalid_state(DAT_INVALID_STATE_EVD_WAITER);
         }
+        evd.counters.bump(DCNT_EVD_WAIT, 1);
         let r = wait_for(evd, h, timeout, threshold as usize, out);
         if let Some(n) = nmore {
             *n = evd.queued.load(Ordering::Acquire) as DAT_COUNT;
@@ -430,7 +445,15 @@ fn wait_for(evd: &Evd, h: DAT_EVD_HANDLE, timeout: DAT_TIMEOUT, threshold: usize
         }
         let Ok(left) = deadline.remaining() else { return error(DAT_TIMEOUT_EXPIRED, 0) };
         let n = if fds[1] < 0 { 1 } else { 2 };
-        wake::sleep_on(&fds[..n], left);
+        evd.counters.bump(DCNT_EVD_WAIT_BLOCKED, 1);
+        // Which descriptor woke us: the software queue's, or the CQ's channel.
+        let woke = wake::sleep_on_which(&fds[..n], left);
+        if woke & 1 != 0 {
+            evd.counters.bump(DCNT_EVD_WAIT_NOTIFY, 1);
+        }
+        if woke & 2 != 0 {
+            evd.counters.bump(DCNT_EVD_DTO_CALLBACK, 1);
+        }
     }
 }
 

@@ -37,6 +37,12 @@ impl Drop for Wake {
 /// Sleeps until one of `fds` is readable or `timeout_us` passes (None:
 /// forever). Returns false on timeout.
 pub fn sleep_on(fds: &[i32], timeout_us: Option<u64>) -> bool {
+    sleep_on_which(fds, timeout_us) != 0
+}
+
+/// As `sleep_on`, saying which of the first 64 descriptors turned readable
+/// (bit i for fds[i]); 0 on timeout.
+pub fn sleep_on_which(fds: &[i32], timeout_us: Option<u64>) -> u64 {
     let mut pfds: [libc::pollfd; 3] = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];
     let mut more: Vec<libc::pollfd>;
     let set: &mut [libc::pollfd] = if fds.len() <= pfds.len() {
@@ -56,10 +62,10 @@ pub fn sleep_on(fds: &[i32], timeout_us: Option<u64>) -> bool {
         // SAFETY: poll over our own array.
         let n = unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, ms) };
         if n >= 0 {
-            return n > 0;
+            return set.iter().take(64).enumerate().filter(|(_, p)| p.revents != 0).fold(0, |m, (i, _)| m | 1 << i);
         }
         if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
+            return 0;
         }
     }
 }
