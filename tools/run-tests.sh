@@ -60,6 +60,7 @@ section guest-interop tools/rxe-vm/run-in-guest.sh ctest/guest/interop.sh
 section guest-rmr tools/rxe-vm/run-in-guest.sh ctest/guest/rmr.sh
 section guest-dat-perf tools/rxe-vm/run-in-guest.sh tools/dat-perf/guest-check.sh
 section guest-conformance tools/rxe-vm/run-in-guest.sh ctest/guest/conformance.sh
+section guest-install tools/rxe-vm/run-in-guest.sh ctest/guest/install.sh
 
 rm -rf "$log"
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
