@@ -122,10 +122,12 @@ if [ "$package" = 0 ] && [ -f "$dest$manifest" ]; then
 fi
 
 entries=()
+# A DESTDIR is the staging root: made if missing, never listed.
+[ -z "$dest" ] || mkdir -p "$dest"
 # mkdirs DIR: creates DIR and its missing parents, noting each one made.
 mkdirs() {
     local d=$1 missing=()
-    while [ ! -d "$dest$d" ]; do
+    while [ "$d" != / ] && [ ! -d "$dest$d" ]; do
         missing=("$d" "${missing[@]}")
         d=$(dirname "$d")
     done

@@ -225,6 +225,13 @@ fn selection(cntr: c_int, len: usize) -> Result<std::ops::Range<usize>, DAT_RETU
     }
 }
 
+/// The counters `cntr` selects on handle `h`, with their names.
+fn selected(h: DAT_HANDLE, cntr: c_int) -> Result<(Array, std::ops::Range<usize>), DAT_RETURN> {
+    let array = array_of(h)?;
+    let range = selection(cntr, array.0.len())?;
+    Ok((array, range))
+}
+
 fn read(c: &AtomicU64, reset: bool) -> u64 {
     if reset { c.swap(0, Relaxed) } else { c.load(Relaxed) }
 }
@@ -238,12 +245,8 @@ fn read(c: &AtomicU64, reset: bool) -> u64 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daplibv_ext_query_counters(h: DAT_HANDLE, cntr: c_int, out: *mut DAT_UINT64, reset: c_int) -> DAT_RETURN {
     guard("dat_ib_query_counters", || {
-        let (array, _) = match array_of(h) {
-            Ok(a) => a,
-            Err(e) => return e,
-        };
-        let range = match selection(cntr, array.len()) {
-            Ok(r) => r,
+        let ((array, _), range) = match selected(h, cntr) {
+            Ok(s) => s,
             Err(e) => return e,
         };
         if out.is_null() {
@@ -270,12 +273,8 @@ unsafe extern "C" {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daplibv_ext_print_counters(h: DAT_HANDLE, cntr: c_int, reset: c_int) -> DAT_RETURN {
     guard("dat_ib_print_counters", || {
-        let (array, names) = match array_of(h) {
-            Ok(a) => a,
-            Err(e) => return e,
-        };
-        let range = match selection(cntr, array.len()) {
-            Ok(r) => r,
+        let ((array, names), range) = match selected(h, cntr) {
+            Ok(s) => s,
             Err(e) => return e,
         };
         let pid = std::process::id();
@@ -293,13 +292,11 @@ pub unsafe extern "C" fn daplibv_ext_print_counters(h: DAT_HANDLE, cntr: c_int, 
 /// What a started device counter group read at its start.
 pub type Baseline = std::sync::Mutex<Vec<(DAT_IA_COUNTER_TYPE, Vec<(u32, u64)>)>>;
 
-fn ia_of(h: DAT_HANDLE) -> Result<&'static Ia, DAT_RETURN> {
-    handle::get::<Ia>(h).map_err(|_| invalid_handle(DAT_INVALID_HANDLE1))
-}
-
-fn group(t: c_int) -> Result<DAT_IA_COUNTER_TYPE, DAT_RETURN> {
-    match t as u32 {
-        g @ (DCNT_IA_CM | DCNT_IA_LNK | DCNT_IA_DIAG) if t >= 0 => Ok(g),
+/// The IA and device counter group a start or stop names.
+fn ia_group(h: DAT_HANDLE, t: c_int) -> Result<(&'static Ia, DAT_IA_COUNTER_TYPE), DAT_RETURN> {
+    let ia = handle::get::<Ia>(h).map_err(|_| invalid_handle(DAT_INVALID_HANDLE1))?;
+    match u32::try_from(t) {
+        Ok(g @ (DCNT_IA_CM | DCNT_IA_LNK | DCNT_IA_DIAG)) => Ok((ia, g)),
         _ => Err(invalid_arg(DAT_INVALID_ARG3)),
     }
 }
@@ -312,9 +309,9 @@ fn group(t: c_int) -> Result<DAT_IA_COUNTER_TYPE, DAT_RETURN> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daplibv_ext_start_counter(h: DAT_HANDLE, t: c_int) -> DAT_RETURN {
     guard("dat_ib_start_counter", || {
-        let (ia, g) = match (ia_of(h), group(t)) {
-            (Ok(ia), Ok(g)) => (ia, g),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (ia, g) = match ia_group(h, t) {
+            Ok(x) => x,
+            Err(e) => return e,
         };
         let now = ia.device.group_counters(g);
         let mut started = ia.baseline.lock().unwrap_or_else(|e| e.into_inner());
@@ -332,9 +329,9 @@ pub unsafe extern "C" fn daplibv_ext_start_counter(h: DAT_HANDLE, t: c_int) -> D
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daplibv_ext_stop_counter(h: DAT_HANDLE, t: c_int) -> DAT_RETURN {
     guard("dat_ib_stop_counter", || {
-        let (ia, g) = match (ia_of(h), group(t)) {
-            (Ok(ia), Ok(g)) => (ia, g),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let (ia, g) = match ia_group(h, t) {
+            Ok(x) => x,
+            Err(e) => return e,
         };
         let start = {
             let mut started = ia.baseline.lock().unwrap_or_else(|e| e.into_inner());
