@@ -15,6 +15,8 @@ packages=(
     # the Soft-RoCE guest: a kernel with rdma_rxe, QEMU, and a static busybox for its initramfs
     qemu-system-x86 linux-image-amd64 busybox-static cpio file gzip xz-utils
     python3
+    # install and packaging: dpkg-deb/dpkg-shlibdeps, and man to check the pages
+    dpkg-dev man-db
 )
 
 missing=()

@@ -146,7 +146,7 @@ static void case_extension_errors(void)
 {
 	struct pair p;
 	DAT_IB_ADDR_HANDLE bogus;
-	DAT_UINT64 counters[4];
+	DAT_CONTEXT ctx;
 	DAT_LMR_TRIPLET l;
 	DAT_DTO_COOKIE ck;
 
@@ -167,8 +167,9 @@ static void case_extension_errors(void)
 	/* Write with immediate data on an unconnected EP. */
 	CHECK_RC(dat_ib_post_rdma_write_immed(p.a.ep, 0, &l, ck, (DAT_RMR_TRIPLET *)&l, 1, DAT_COMPLETION_DEFAULT_FLAG),
 		 BAD_STATE(DAT_INVALID_STATE_EP_UNCONNECTED), "write_immed on an unconnected EP");
-	/* Counters are not implemented (ia_query does not advertise them). */
-	CHECK_RC(dat_ib_query_counters(p.ia, DCNT_IA_PZ_CREATE, counters, 0), NOT_IMPL, "dat_ib_query_counters");
+	/* Collectives are not implemented (ia_query does not advertise them). */
+	ctx.as_64 = 0;
+	CHECK_RC(dat_ib_collective_barrier((DAT_IB_COLLECTIVE_HANDLE)p.ia, ctx, 0), NOT_IMPL, "dat_ib_collective_barrier");
 out:
 	pair_close(&p);
 }

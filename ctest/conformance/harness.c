@@ -419,6 +419,7 @@ static const struct area areas[] = {
 	{ load_cases, &load_ncases },
 	{ input_cases, &input_ncases },
 	{ extensions_cases, &extensions_ncases },
+	{ counters_cases, &counters_ncases },
 };
 #define NAREAS (sizeof(areas) / sizeof(areas[0]))
 

@@ -97,8 +97,9 @@ DAT_RETURN isolated_rc(pid_t pid, int fd);
 #define CASE(area, n, ref) { #n, area, case_##n, ref }
 
 extern const struct tcase errors_cases[], protection_cases[], faults_cases[], load_cases[], input_cases[],
-	extensions_cases[];
-extern const int errors_ncases, protection_ncases, faults_ncases, load_ncases, input_ncases, extensions_ncases;
+	extensions_cases[], counters_cases[];
+extern const int errors_ncases, protection_ncases, faults_ncases, load_ncases, input_ncases, extensions_ncases,
+	counters_ncases;
 
 /* ------------------------------------------------------------------ */
 /* DAT helpers                                                        */

@@ -44,6 +44,21 @@ if want dtestx; then
     # immediate data, compare-and-swap, fetch-and-add. UD (-u, four
     # resolutions each way on one EP): the client needs -c.
     WAIT_FOR=tcp:15828 run_pair dtestx 180 "dtestx $P -s -b 4096" "dtestx $P -h $GUEST_ADDR -b 4096" "immed/atomic test PASSED"
+    # -p: after the RC tests each side queries and prints its IA, EP and EVD
+    # counters (dtestx does so only when ia_query advertises DAT_COUNTERS).
+    # Each side posted one write with immediate data and two fetch-and-adds
+    # and received the other's immediate.
+    WAIT_FOR=tcp:15828 run_pair dtestx-counters 180 "dtestx $P -s -p -b 4096" "dtestx $P -h $GUEST_ADDR -p -b 4096" "immed/atomic test PASSED"
+    for side in server client; do
+        f=$WORK/dtestx-counters.$side
+        if grep -q "EP\[0\] Cntrs:" "$f" && grep -q "DCNT_EP_POST_WRITE_IMM = 1$" "$f" &&
+            grep -q "DCNT_EP_POST_FETCH_ADD = 2$" "$f" && grep -q "DCNT_EP_RECV_RDMA_IMM = 1$" "$f" &&
+            ! grep -q "not built with counters" "$f"; then
+            ok "dtestx-counters $side printed its counters"
+        else
+            fail "dtestx-counters $side printed its counters"; grep -i "cntr\|DCNT_EP" "$f" | head -20
+        fi
+    done
     WAIT_FOR=tcp:15828 run_pair dtestx-ud 180 "dtestx $P -s -u" "dtestx $P -c -u -h $GUEST_ADDR" "UD test PASSED"
     out=$(timeout 60 dtestx $P -q 2>&1)
     if echo "$out" | grep -q "DAT_IB_UD=TRUE" && echo "$out" | grep -q "DAT_IB_CMP_AND_SWAP=TRUE"; then

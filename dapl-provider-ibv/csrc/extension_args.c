@@ -4,6 +4,7 @@
  * functions (src/extension.rs). */
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <dat2/udat.h>
 #include <dat2/dat_ib_extensions.h>
@@ -28,6 +29,17 @@ DAT_RETURN daplibv_ext_open_query(const char *name, DAT_IA_HANDLE *ia, DAT_IA_AT
 DAT_RETURN daplibv_ext_close_query(DAT_HANDLE ia);
 DAT_RETURN daplibv_ext_ud_cm_free(DAT_HANDLE ep, void *cm);
 DAT_RETURN daplibv_ext_ud_ah_free(DAT_HANDLE ep, DAT_IB_ADDR_HANDLE *ah);
+DAT_RETURN daplibv_ext_query_counters(DAT_HANDLE h, int cntr, DAT_UINT64 *out, int reset);
+DAT_RETURN daplibv_ext_print_counters(DAT_HANDLE h, int cntr, int reset);
+DAT_RETURN daplibv_ext_start_counter(DAT_HANDLE ia, int type);
+DAT_RETURN daplibv_ext_stop_counter(DAT_HANDLE ia, int type);
+
+/* dat_ib_print_counters writes through the consumer's own stdio stream,
+ * so its lines stay in order with what the program printf()s around them. */
+void daplibv_print_text(const char *text)
+{
+	fputs(text, stdout);
+}
 
 DAT_RETURN daplibv_extension(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
 {
@@ -80,9 +92,24 @@ DAT_RETURN daplibv_extension(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args
 		return daplibv_ext_ud_cm_free(handle, va_arg(args, void *));
 	case DAT_IB_UD_AH_FREE_OP:
 		return daplibv_ext_ud_ah_free(handle, va_arg(args, DAT_IB_ADDR_HANDLE *));
+	case DAT_IB_QUERY_COUNTERS_OP: {
+		int cntr = va_arg(args, int);
+		DAT_UINT64 *out = va_arg(args, DAT_UINT64 *);
+		return daplibv_ext_query_counters(handle, cntr, out, va_arg(args, int));
+	}
+	case DAT_IB_PRINT_COUNTERS_OP: {
+		int cntr = va_arg(args, int);
+		return daplibv_ext_print_counters(handle, cntr, va_arg(args, int));
+	}
+	/* The macros cast the group to DAT_COUNTER_TYPE, which no header
+	 * declares; programs define it as an enum or int, promoted to int. */
+	case DAT_IB_START_COUNTERS_OP:
+		return daplibv_ext_start_counter(handle, va_arg(args, int));
+	case DAT_IB_STOP_COUNTERS_OP:
+		return daplibv_ext_stop_counter(handle, va_arg(args, int));
 	default:
-		/* Counters and collectives: see README's coverage table. The
-		 * error class bit, as the registry returns for an empty slot. */
+		/* Collectives: see README's coverage table. The error class
+		 * bit, as the registry returns for an empty slot. */
 		return (DAT_RETURN)(DAT_CLASS_ERROR | DAT_NOT_IMPLEMENTED);
 	}
 	p.cookie = cookie.as_64;

@@ -18,6 +18,8 @@ pub fn handle_event(ev: &AsyncEvent) {
             if let Ok(e) = handle::get::<Evd>(h) {
                 log::warn!("EVD {h:p}: completion queue overrun");
                 e.overflows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                e.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
+                e.ia.counters.add(DCNT_IA_ASYNC_CQ_ERROR, 1);
                 post(e.ia.async_evd(), DAT_ASYNC_ERROR_EVD_OVERFLOW, h, DAT_EVD_OVERFLOW_ERROR as DAT_COUNT);
             }
         }
@@ -25,12 +27,15 @@ pub fn handle_event(ev: &AsyncEvent) {
             let h = context as DAT_HANDLE;
             if let Ok(ep) = handle::get::<Ep>(h) {
                 log::warn!("EP {h:p}: QP error (async event {code})");
+                ep.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
+                ep.ia.counters.add(DCNT_IA_ASYNC_QP_ERROR, 1);
                 post(ep.ia.async_evd(), DAT_ASYNC_ERROR_EP_BROKEN, h, DAT_EP_OTHER_ERROR as DAT_COUNT);
             }
         }
         AsyncEvent::SrqLimitReached { context } | AsyncEvent::SrqError { context } => {
             let h = context as DAT_HANDLE;
             if let Ok(s) = handle::get::<Srq>(h) {
+                s.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
                 // DAT names the reason, not an event number, for the low
                 // watermark; it comes as an async error about the SRQ.
                 let reason = if matches!(ev, AsyncEvent::SrqError { .. }) {

@@ -149,6 +149,13 @@ pub trait DeviceOps<T: Transport> {
         caps: &QpCaps,
         context: DAT_HANDLE,
     ) -> io::Result<T::Qp>;
+    /// The device's own counts for one DAT counter group (DCNT_IA_CM,
+    /// _LNK, _DIAG), as (IA counter index, value); what it does not keep
+    /// is left out.
+    fn group_counters(&self, group: DAT_IA_COUNTER_TYPE) -> Vec<(u32, u64)> {
+        let _ = group;
+        Vec::new()
+    }
 }
 
 pub trait PdOps<T: Transport> {

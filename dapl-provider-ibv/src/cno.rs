@@ -204,7 +204,7 @@ pub unsafe extern "C-unwind" fn wait(h: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, ev
     // SAFETY: checked non-null above.
     let out = unsafe { &mut *evd_out };
     let deadline = wake::Deadline::new(timeout);
-    wake::cancellable("dat_cno_wait", || wait_round(c, &deadline, out))
+    wake::cancellable("dat_cno_wait", |_| wait_round(c, &deadline, out))
 }
 
 fn ready_evd(c: &Cno) -> Option<usize> {

@@ -117,7 +117,15 @@ pub unsafe extern "C" fn connect(
     _qos: DAT_QOS,
     _flags: DAT_CONNECT_FLAGS,
 ) -> DAT_RETURN {
-    guard("dat_ep_connect", || start_connect(h, addr, qual, timeout, psize, pdata))
+    guard("dat_ep_connect", || counted(h, DCNT_EP_CONNECT, start_connect(h, addr, qual, timeout, psize, pdata)))
+}
+
+/// Moves EP counter `i` when the call it belongs to succeeded.
+fn counted(h: DAT_EP_HANDLE, i: u32, r: DAT_RETURN) -> DAT_RETURN {
+    if r == DAT_SUCCESS && let Ok(ep) = ep::get(h) {
+        ep.counters.add(i, 1);
+    }
+    r
 }
 
 pub unsafe extern "C" fn dup_connect(
@@ -142,12 +150,12 @@ pub unsafe extern "C" fn dup_connect(
         }
         let remote = *other.remote.lock().unwrap_or_else(|e| e.into_inner());
         let qual = other.remote_port.load(Ordering::Acquire) as DAT_CONN_QUAL;
-        start_connect(h, &remote as *const _ as DAT_IA_ADDRESS_PTR, qual, timeout, psize, pdata)
+        counted(h, DCNT_EP_CONNECT, start_connect(h, &remote as *const _ as DAT_IA_ADDRESS_PTR, qual, timeout, psize, pdata))
     })
 }
 
 pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
-    guard("dat_ep_disconnect", || {
+    let r = guard("dat_ep_disconnect", || {
         let ep = match ep::get(h) {
             Ok(e) => e,
             Err(e) => return e,
@@ -188,7 +196,8 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
             }
             _ => invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED),
         }
-    })
+    });
+    guard("dat_ep_disconnect", || counted(h, DCNT_EP_DISCONNECT, r))
 }
 
 fn finish_disconnect(ep: &Ep, h: DAT_EP_HANDLE) {
@@ -302,6 +311,7 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
             id.establish();
             ep.record_local_port(&id);
             ep.state.store(DAT_EP_STATE_CONNECTED, Ordering::Release);
+            ep.ia.counters.add(DCNT_IA_CM_ACTIVE_EST, 1);
             ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, ev.pdata);
             None
         }
@@ -311,6 +321,7 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
             // or an error completion broke, meanwhile stays down.
             let accepted = DAT_EP_STATE_COMPLETION_PENDING;
             if ep.state.compare_exchange(accepted, DAT_EP_STATE_CONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                ep.ia.counters.add(DCNT_IA_CM_PASSIVE_EST, 1);
                 ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, ev.pdata);
             }
             None

@@ -241,3 +241,70 @@ fn a_request_on_a_psp_becomes_a_cr_and_accepting_it_connects() {
     ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
     assert!(req.with(|i| i.destroyed));
 }
+
+fn counters<const N: usize>(h: DAT_HANDLE) -> [u64; N] {
+    let mut out = [0u64; N];
+    // SAFETY: an array of the kind's full length, asking for all of them.
+    ok(unsafe { crate::counters::daplibv_ext_query_counters(h, N as i32, out.as_mut_ptr(), 0) });
+    out
+}
+
+#[test]
+fn counters_move_by_what_was_posted_and_completed() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-counters");
+    const EP: usize = crate::counters::EP_COUNT;
+    const EVD: usize = crate::counters::EVD_COUNT;
+    const IA: usize = crate::counters::IA_COUNT;
+    let ia0 = counters::<IA>(s.ia);
+    // One PZ, two EVDs besides the async one, one EP, created by setup.
+    assert_eq!(
+        [ia0[DCNT_IA_PZ_CREATE as usize], ia0[DCNT_IA_EVD_CREATE as usize], ia0[DCNT_IA_EP_CREATE as usize]],
+        [1, 3, 1]
+    );
+    let _id = connect(&s, b"");
+    assert_eq!(counters::<IA>(s.ia)[DCNT_IA_CM_ACTIVE_EST as usize], 1);
+    assert_eq!(counters::<EVD>(s.conn)[DCNT_EVD_CONN_CALLBACK as usize], 1);
+    let mut t = triplet(5, 300);
+    for i in 0..3 {
+        ok(post_send(s.ep, &mut t, i));
+    }
+    // SAFETY: a consumer receive with one triplet.
+    ok(unsafe { ep::post_recv(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 11 }, DAT_COMPLETION_DEFAULT_FLAG) });
+    assert_eq!(ep::get(s.ep).unwrap().with_qp(|q| q.deliver(120)), Some(true));
+    for _ in 0..4 {
+        dequeue(s.dto).expect("a completion");
+    }
+    assert!(dequeue(s.dto).is_none());
+    let e = counters::<EP>(s.ep);
+    let at = |i: u32| e[i as usize];
+    assert_eq!([at(DCNT_EP_CONNECT), at(DCNT_EP_POST_SEND), at(DCNT_EP_POST_SEND_DATA)], [1, 3, 900]);
+    assert_eq!([at(DCNT_EP_POST_RECV), at(DCNT_EP_POST_RECV_DATA), at(DCNT_EP_RECV), at(DCNT_EP_RECV_DATA)], [1, 300, 1, 120]);
+    assert_eq!(at(DCNT_EP_POST_WRITE), 0);
+    let v = counters::<EVD>(s.dto);
+    let at = |i: u32| v[i as usize];
+    assert_eq!([at(DCNT_EVD_DEQUEUE), at(DCNT_EVD_DEQUEUE_FOUND), at(DCNT_EVD_DEQUEUE_NOT_FOUND)], [5, 4, 1]);
+    assert_eq!([at(DCNT_EVD_DEQUEUE_POLL), at(DCNT_EVD_DEQUEUE_POLL_FOUND)], [5, 4]);
+    // One counter lands at its own index; reset clears only what was read.
+    let mut one = [0u64; EP];
+    // SAFETY: a full-length array; one counter asked for, with reset.
+    ok(unsafe { crate::counters::daplibv_ext_query_counters(s.ep, DCNT_EP_POST_SEND as i32, one.as_mut_ptr(), 1) });
+    assert_eq!((one[DCNT_EP_POST_SEND as usize], one[DCNT_EP_POST_SEND_DATA as usize]), (3, 0));
+    let e = counters::<EP>(s.ep);
+    assert_eq!((e[DCNT_EP_POST_SEND as usize], e[DCNT_EP_POST_SEND_DATA as usize]), (0, 900));
+    // SAFETY: wrong kind of handle, a counter past the end, a NULL array.
+    unsafe {
+        assert_eq!(crate::counters::daplibv_ext_query_counters(s.pz, 0, one.as_mut_ptr(), 0), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE1));
+        assert_eq!(crate::counters::daplibv_ext_query_counters(s.ep, EP as i32 + 1, one.as_mut_ptr(), 0), dat_abi::status::invalid_arg(DAT_INVALID_ARG3));
+        assert_eq!(crate::counters::daplibv_ext_query_counters(s.ep, 0, null_mut(), 0), dat_abi::status::invalid_arg(DAT_INVALID_ARG4));
+        // A group that was never started cannot stop.
+        assert_eq!(crate::counters::daplibv_ext_stop_counter(s.ia, DCNT_IA_LNK as i32), dat_abi::status::invalid_state(0));
+        ok(crate::counters::daplibv_ext_start_counter(s.ia, DCNT_IA_LNK as i32));
+        ok(crate::counters::daplibv_ext_stop_counter(s.ia, DCNT_IA_LNK as i32));
+        assert_eq!(crate::counters::daplibv_ext_start_counter(s.ia, 7), dat_abi::status::invalid_arg(DAT_INVALID_ARG3));
+        ok(ep::free(s.ep));
+    }
+    assert_eq!(counters::<IA>(s.ia)[DCNT_IA_EP_FREE as usize], 1);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

@@ -93,6 +93,7 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
             // A UD request is an address resolution: answered, not connected.
             let r = crate::ud::accept(cr, ep_h, ep, psize, pdata);
             if r == DAT_SUCCESS {
+                cr.ia.counters.add(DCNT_IA_SP_CR_ACCEPTED, 1);
                 cr.ia.disown(h);
                 crate::connection::quiesced(|| POOL.remove(h));
             }
@@ -140,6 +141,7 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
             crate::connection::quiesced(|| POOL.remove(h));
             return error(DAT_INTERNAL_ERROR, 0);
         }
+        cr.ia.counters.add(DCNT_IA_SP_CR_ACCEPTED, 1);
         cr.ia.disown(h);
         crate::connection::quiesced(|| POOL.remove(h));
         DAT_SUCCESS
@@ -168,6 +170,7 @@ pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_P
             id.reject(Some(reason));
             id.destroy();
         }
+        cr.ia.counters.add(DCNT_IA_SP_CR_REJECTED, 1);
         cr.ia.disown(h);
         crate::connection::quiesced(|| POOL.remove(h));
         DAT_SUCCESS

@@ -132,6 +132,9 @@ pub fn event_from_completion(wc: &Completion, evd: DAT_EVD_HANDLE, ev: &mut DAT_
     }
     let received = op == DAT_DTO_RECEIVE || op == DAT_IB_DTO_RECV_UD;
     let len = if received { wc.byte_len as u64 } else { slot.len };
+    if received && status == DAT_DTO_SUCCESS {
+        crate::counters::received(owner, wc, op == DAT_IB_DTO_RECV_UD);
+    }
     // Immediate data or an IB extension operation makes it an extended event.
     let ext = if status != DAT_DTO_SUCCESS {
         (op >= DAT_DTO_EXTENSION_BASE).then_some((op, None, 0))

@@ -49,6 +49,7 @@ pub struct Ep {
     pub timeout_ms: AtomicU32,
     /// A datagram EP (DAT_IB_SERVICE_TYPE_UD): never connected, always ready.
     pub ud: AtomicBool,
+    pub counters: crate::counters::Counters<{ crate::counters::EP_COUNT }>,
 }
 
 // The attributes carry the consumer's provider-specific pointers, handed
@@ -219,6 +220,7 @@ impl Ep {
             private_data: if keep.is_empty() { std::ptr::null_mut() } else { keep.as_ptr() as DAT_PVOID },
         };
         drop(keep);
+        evd.counters.add(DCNT_EVD_CONN_CALLBACK, 1);
         evd.post(evd_h, ev);
     }
 
@@ -327,6 +329,7 @@ pub fn create_ep(
         peer_pdata: Mutex::new(Vec::new()),
         timeout_ms: AtomicU32::new(0),
         ud: AtomicBool::new(false),
+        counters: crate::counters::Counters::new(),
     }, ia.table());
     let ep = get(h).expect("just created");
     if let Err(e) = ep.configure(h) {
@@ -629,7 +632,10 @@ pub fn post_request(
     // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
     let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.send.remote.map_or(0, |r| r.rmr_context));
     match qp.post_send(wr_id, list.as_slice(count), &req.send, flags) {
-        Ok(()) => DAT_SUCCESS,
+        Ok(()) => {
+            ep.count_post(&req.send.op, ud, len);
+            DAT_SUCCESS
+        }
         Err(rc) => {
             ring.unclaim();
             post_error(rc)
@@ -790,6 +796,8 @@ pub unsafe extern "C" fn post_recv(
             ring.unclaim();
             return post_error(rc);
         }
+        ep.counters.bump(DCNT_EP_POST_RECV, 1);
+        ep.counters.bump(DCNT_EP_POST_RECV_DATA, len);
         DAT_SUCCESS
     })
 }

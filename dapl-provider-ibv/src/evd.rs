@@ -38,6 +38,7 @@ pub struct Evd {
     pub users: AtomicUsize,
     /// Software events dropped because the queue was full.
     pub overflows: AtomicUsize,
+    pub counters: crate::counters::Counters<{ crate::counters::EVD_COUNT }>,
 }
 
 // Queued events carry consumer and provider pointers as plain data, only
@@ -105,7 +106,12 @@ impl Evd {
         if let Some(cq) = &self.cq {
             let mut wc = Completion::default();
             // Completions of freed EPs are skipped, not reported.
-            while cq.poll(&mut wc) {
+            loop {
+                self.counters.bump(DCNT_EVD_DEQUEUE_POLL, 1);
+                if !cq.poll(&mut wc) {
+                    break;
+                }
+                self.counters.bump(DCNT_EVD_DEQUEUE_POLL_FOUND, 1);
                 if dto::event_from_completion(&wc, me, out) {
                     return true;
                 }
@@ -254,6 +260,7 @@ pub fn create_evd(
         waiting: AtomicBool::new(false),
         users: AtomicUsize::new(0),
         overflows: AtomicUsize::new(0),
+        counters: crate::counters::Counters::new(),
     }, ia.table());
     if let Some(cq) = &handle::get::<Evd>(h).expect("just created").cq {
         cq.set_context(h);
@@ -369,7 +376,14 @@ pub unsafe extern "C" fn dequeue(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DA
         let Some(out) = (unsafe { event.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG2) };
         // Plain DAT_QUEUE_EMPTY, without the error class bit: the reference
         // returns it so, and programs (dtest -p) compare for it exactly.
-        if evd.take(h, out) { DAT_SUCCESS } else { DAT_QUEUE_EMPTY }
+        evd.counters.bump(DCNT_EVD_DEQUEUE, 1);
+        if evd.take(h, out) {
+            evd.counters.bump(DCNT_EVD_DEQUEUE_FOUND, 1);
+            DAT_SUCCESS
+        } else {
+            evd.counters.bump(DCNT_EVD_DEQUEUE_NOT_FOUND, 1);
+            DAT_QUEUE_EMPTY
+        }
     })
 }
 
@@ -389,7 +403,7 @@ pub unsafe extern "C-unwind" fn wait(
     // SAFETY: begin_wait refused a null event pointer.
     let out = unsafe { &mut *event };
     let deadline = wake::Deadline::new(timeout);
-    let r = wake::cancellable("dat_evd_wait", || wait_round(evd, h, &deadline, threshold as usize, out));
+    let r = wake::cancellable("dat_evd_wait", |woke| wait_round(evd, h, &deadline, threshold as usize, out, woke));
     // SAFETY: null-checked consumer out-parameter.
     if let Some(n) = unsafe { nmore.as_mut() } {
         *n = evd.queued.load(Ordering::Acquire) as DAT_COUNT;
@@ -414,11 +428,20 @@ fn begin_wait(h: DAT_EVD_HANDLE, threshold: DAT_COUNT, event: *mut DAT_EVENT) ->
         return Err(invalid_state(DAT_INVALID_STATE_EVD_CONFIG_NOTIFY));
     }
     let claim = wake::Claim::take(&evd.waiting).ok_or(invalid_state(DAT_INVALID_STATE_EVD_WAITER))?;
+    evd.counters.bump(DCNT_EVD_WAIT, 1);
     Ok((evd, claim))
 }
 
-fn wait_round(evd: &Evd, h: DAT_EVD_HANDLE, deadline: &wake::Deadline, threshold: usize, out: &mut DAT_EVENT) -> wake::Step<[i32; 2]> {
+/// `woke`: which of the EVD's fds ended the last sleep (bit 0 the software
+/// queue's, bit 1 the CQ channel's).
+fn wait_round(evd: &Evd, h: DAT_EVD_HANDLE, deadline: &wake::Deadline, threshold: usize, out: &mut DAT_EVENT, woke: u64) -> wake::Step<[i32; 2]> {
     use wake::Step::{Done, Sleep};
+    if woke & 1 != 0 {
+        evd.counters.bump(DCNT_EVD_WAIT_NOTIFY, 1);
+    }
+    if woke & 2 != 0 {
+        evd.counters.bump(DCNT_EVD_DTO_CALLBACK, 1);
+    }
     let mut ready = || if threshold <= 1 { evd.take(h, out) } else { evd.fill(threshold) >= threshold && evd.take(h, out) };
     if ready() {
         return Done(DAT_SUCCESS);
@@ -433,7 +456,10 @@ fn wait_round(evd: &Evd, h: DAT_EVD_HANDLE, deadline: &wake::Deadline, threshold
         return Done(DAT_SUCCESS);
     }
     match deadline.remaining() {
-        Ok(left) => Sleep(fds, left),
+        Ok(left) => {
+            evd.counters.bump(DCNT_EVD_WAIT_BLOCKED, 1);
+            Sleep(fds, left)
+        }
         Err(()) => Done(error(DAT_TIMEOUT_EXPIRED, 0)),
     }
 }

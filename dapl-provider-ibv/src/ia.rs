@@ -5,6 +5,7 @@ use crate::connection;
 use crate::evd;
 use crate::instance;
 use crate::backend::{self, DeviceOps};
+use crate::counters::{self, Counters};
 use crate::cstring;
 use dat_abi::status::{guard, invalid_arg, invalid_state, not_found};
 use dat_abi::*;
@@ -29,6 +30,9 @@ pub struct Ia {
     _strings: Vec<CString>,
     /// Active connects with a timeout: (EP handle, when it expires).
     pub connects: Mutex<Vec<(usize, std::time::Instant)>>,
+    pub counters: Counters<{ crate::counters::IA_COUNT }>,
+    /// Device counter groups started by dat_ib_start_counter, with their start values.
+    pub baseline: crate::counters::Baseline,
 }
 
 // `named` holds pointers into `_strings`, which live and never move with the IA.
@@ -47,6 +51,8 @@ fn named_attrs(device: &backend::Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) 
         ("DAT_IB_CMP_AND_SWAP", truth(atomics).to_owned()),
         ("DAT_IB_IMMED_DATA", "TRUE".to_owned()),
         ("DAT_IB_UD", "TRUE".to_owned()),
+        // dtestx -p queries and prints the counters only when this is present.
+        ("DAT_COUNTERS", "TRUE".to_owned()),
     ]);
     let strings: Vec<CString> = pairs.iter().flat_map(|(k, v)| [cstring(k), cstring(v)]).collect();
     let named = strings
@@ -72,12 +78,34 @@ impl Object for Ia {
 }
 
 impl Ia {
+    /// Every object of the IA comes through here once, which makes it the
+    /// one place its create counter moves (and its free counter in disown).
     pub fn adopt(&self, h: DAT_HANDLE, rank: u8, destroy: fn(DAT_HANDLE)) {
+        let kind = handle::kind_of(h);
+        if let Some((created, _)) = kind.and_then(counters::lifetime_counters) {
+            self.counters.add(created, 1);
+        }
+        if matches!(kind, Some(DAT_HANDLE_TYPE_PSP | DAT_HANDLE_TYPE_RSP)) {
+            self.counters.add(DCNT_IA_CM_LISTEN, 1);
+        }
         self.children.lock().unwrap_or_else(|e| e.into_inner()).push(Child { handle: h as usize, rank, destroy });
     }
 
     pub fn disown(&self, h: DAT_HANDLE) {
-        self.children.lock().unwrap_or_else(|e| e.into_inner()).retain(|c| c.handle != h as usize);
+        let removed = {
+            let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+            let before = children.len();
+            children.retain(|c| c.handle != h as usize);
+            before != children.len()
+        };
+        // Only the call that took it off the list counts the free.
+        let kind = handle::kind_of(h);
+        if let (true, Some((_, Some(freed)))) = (removed, kind.and_then(counters::lifetime_counters)) {
+            self.counters.add(freed, 1);
+            if kind == Some(DAT_HANDLE_TYPE_LMR) {
+                self.counters.add(DCNT_IA_MEM_FREE, 1);
+            }
+        }
     }
 
     /// The live children of one handle kind, as a snapshot.
@@ -146,6 +174,8 @@ pub unsafe extern "C" fn open(
             async_evd: AtomicUsize::new(given as usize),
             owns_async_evd: AtomicBool::new(false),
             connects: Mutex::new(Vec::new()),
+            counters: Counters::new(),
+            baseline: Mutex::new(Vec::new()),
         }, table);
         let ia = handle::get::<Ia>(h).expect("just created");
         let me = h as usize;

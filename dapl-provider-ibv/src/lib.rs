@@ -29,6 +29,7 @@ mod async_error;
 mod backend;
 mod cno;
 mod connection;
+mod counters;
 #[cfg(test)]
 mod core_tests;
 mod cr;

@@ -114,6 +114,8 @@ pub unsafe extern "C" fn create(
             windows: std::sync::atomic::AtomicUsize::new(0),
         }, ia.table());
         ia.adopt(h, RANK, destroy);
+        ia.counters.add(DCNT_IA_MEM_ALLOC, 1);
+        ia.counters.add(DCNT_IA_MEM_ALLOC_DATA, len as u64);
         // SAFETY: each out-pointer is the consumer's; optional ones null-checked.
         unsafe {
             *lmr_out = h;

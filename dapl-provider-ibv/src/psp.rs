@@ -113,6 +113,9 @@ pub unsafe extern "C" fn create_any(
         }
         match create_psp(ia_h, None, evd_h, flags) {
             Ok((h, q)) => {
+                if let Ok(p) = handle::get::<Psp>(h) {
+                    p.ia.counters.add(DCNT_IA_PSP_CREATE_ANY, 1);
+                }
                 // SAFETY: both checked non-null.
                 unsafe {
                     *out = h;

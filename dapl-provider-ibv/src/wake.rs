@@ -46,8 +46,9 @@ impl Drop for Wake {
 }
 
 /// Sleeps until one of `fds` is readable or `timeout_us` passes (None:
-/// forever). Returns false on timeout.
-pub fn sleep_on(fds: &[i32], timeout_us: Option<u64>) -> bool {
+/// forever), and says which of the first 64 turned readable (bit i for
+/// fds[i]); 0 on timeout.
+pub fn sleep_on_which(fds: &[i32], timeout_us: Option<u64>) -> u64 {
     let mut pfds: [libc::pollfd; 3] = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];
     let mut more: Vec<libc::pollfd>;
     let set: &mut [libc::pollfd] = if fds.len() <= pfds.len() {
@@ -67,10 +68,10 @@ pub fn sleep_on(fds: &[i32], timeout_us: Option<u64>) -> bool {
         // SAFETY: poll over our own array (negative fds are skipped by poll).
         let n = unsafe { poll(set.as_mut_ptr(), set.len() as libc::nfds_t, ms) };
         if n >= 0 {
-            return n > 0;
+            return set.iter().take(64).enumerate().filter(|(_, p)| p.revents != 0).fold(0, |m, (i, _)| m | 1 << i);
         }
         if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
+            return 0;
         }
     }
 }
@@ -85,13 +86,13 @@ pub enum Step<F> {
 /// Runs a wait a round at a time: each round under the panic guard with
 /// cancellation deferred, each sleep outside it, where the unwind of a
 /// thread the consumer cancels passes through (the caller is C-unwind).
-pub fn cancellable<F: AsRef<[i32]>>(name: &str, mut round: impl FnMut() -> Step<F>) -> DAT_RETURN {
+/// A round is told which fds woke the sleep before it (0 at first).
+pub fn cancellable<F: AsRef<[i32]>>(name: &str, mut round: impl FnMut(u64) -> Step<F>) -> DAT_RETURN {
+    let mut woke = 0;
     loop {
-        match cancel::deferred(|| guard_or(name, Step::Done(INTERNAL), &mut round)) {
+        match cancel::deferred(|| guard_or(name, Step::Done(INTERNAL), || round(woke))) {
             Step::Done(r) => return r,
-            Step::Sleep(fds, left) => {
-                sleep_on(fds.as_ref(), left);
-            }
+            Step::Sleep(fds, left) => woke = sleep_on_which(fds.as_ref(), left),
         }
     }
 }

@@ -322,7 +322,7 @@ impl CmThread {
             let (ch, vctx) = (ch, vctx);
             while !s.0.load(Ordering::Acquire) {
                 let next = tick();
-                wake::sleep_on(&[fd, async_fd, s.1.fd()], next);
+                wake::sleep_on_which(&[fd, async_fd, s.1.fd()], next);
                 loop {
                     let mut ev: *mut ibv::rdma_cm_event = std::ptr::null_mut();
                     // SAFETY: non-blocking read of the next event on our channel.

@@ -363,6 +363,10 @@ impl DeviceOps<Verbs> for Device {
         let srq = srq.map_or(std::ptr::null_mut(), |s| s.0);
         super::qp::Qp::create(pd.pd, send_cq.cq, recv_cq.cq, srq, caps, self.port, context)
     }
+
+    fn group_counters(&self, group: DAT_IA_COUNTER_TYPE) -> Vec<(u32, u64)> {
+        super::counters::read(Path::new("/sys"), &self.name, self.port, group)
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod ah;
 pub mod cm;
+pub mod counters;
 pub mod cq;
 pub mod device;
 pub mod mr;
