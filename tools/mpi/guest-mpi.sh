@@ -66,9 +66,11 @@ run_once() {
 # MVAPICH2's eager RDMA path polls the last word of each message and reads
 # the header in front of it; under Soft-RoCE in this guest it sometimes finds
 # a stale header, on both providers alike (README, "MPI over our stack").
-# A run that ends with that message, and only such a run, is tried once more;
-# the results say so.
+# A run that ends with that message, and only such a run, is tried again, up
+# to MPI_TRIES times in all (default 3); the results say so, and a run that
+# ends so every time is reported as "stale", neither passed nor failed.
 FASTPATH_FLAKE="Control shouldn't reach here in prototype"
+max_tries=${MPI_TRIES:-3}
 
 cp "$plan" "$work/plan"   # the plan may be edited while the guest runs
 while read -r kind np name rest; do
@@ -93,12 +95,15 @@ while read -r kind np name rest; do
         tag=$(echo "$prov-$np-$name" | tr '/[]=,' '_____')
         tries=1
         run_once "$prov" "$kind" "$np" "$prog" "$limit" "$tag" "${args[@]}"
-        if [ $verdict = fail ] && grep -q "$FASTPATH_FLAKE" "$logs/$tag.out"; then
-            echo "mpi-guest: $prov $kind np=$np $name: stale eager-RDMA header, trying once more"
-            mv "$logs/$tag.out" "$logs/$tag.try1.out"
-            tries=2
+        while [ $verdict = fail ] && grep -q "$FASTPATH_FLAKE" "$logs/$tag.out" && [ $tries -lt "$max_tries" ]; do
+            echo "mpi-guest: $prov $kind np=$np $name: stale eager-RDMA header, trying again"
+            mv "$logs/$tag.out" "$logs/$tag.try$tries.out"
+            tries=$((tries + 1))
             run_once "$prov" "$kind" "$np" "$prog" "$limit" "$tag" "${args[@]}"
-        fi
+        done
+        # Every try ended so: the environment's fault, not the provider's
+        # (it strikes the reference alike); reported apart, not as a pass.
+        if [ $verdict = fail ] && grep -q "$FASTPATH_FLAKE" "$logs/$tag.out"; then verdict=stale; fi
         if [ "$kind" = control ]; then
             for p in $providers; do echo "run $p $kind $np $name $verdict $t $rc $tries" >>"$results"; done
         else
