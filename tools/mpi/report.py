@@ -58,6 +58,7 @@ def main():
     known = load_known(sys.argv[3] if len(sys.argv) > 3 else None)
     items = sorted(planned | {k[:3] for k in runs})
     passed = failed = skipped = 0
+    failures = []
     per_group = collections.defaultdict(lambda: [0, 0, 0])  # runs, ours, ref
     print("| run | ranks | ours | reference | ours s | ref s |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -81,6 +82,8 @@ def main():
         else:
             failed += 1
             note = " **ours only**" if r and r[0] == "pass" else ""
+            failures.append(f"{kind} {name}@{np} ({o[0] if o else 'no result'}, rc {o[2] if o else '-'};"
+                            f" reference {r[0] if r else 'no result'})")
         def show(x, i):
             if x is None:
                 return "-"
@@ -112,6 +115,9 @@ def main():
     print(f"\nruns tried again after a stale eager-RDMA header: ours {retried[OURS]}, reference {retried[REF]}; "
           f"stale on every try: ours {stale[OURS]}, reference {stale[REF]}")
     print()
+    # Last, next to the count, so that a log's tail names what failed.
+    for f in failures:
+        print(f"mpi: failed on ours: {f}")
     print(f"mpi: {passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
 
