@@ -3,8 +3,11 @@
 //! - the core (this crate) reaches a transport only through `backend`, so
 //!   a new backend fits without touching it: it names no backend crate,
 //!   no verbs or rdma_cm identifier (comments may name verbs concepts);
-//! - no backend crate (`dapl-provider-*`) names another.
+//! - no backend crate (`dapl-provider-*`) names another;
+//! - the core's modules stand in the floors lib.rs's doc table gives them,
+//!   and each names only modules on floors below its own.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The workspace root, from this crate's directory.
@@ -164,4 +167,110 @@ fn the_backend_check_catches_what_it_should() {
     // The verbs backend is outside the core check, and is what it would catch.
     let verbs = workspace().join("dapl-provider-ibv/src/verbs");
     assert!(!violations(&verbs, &[]).is_empty());
+}
+
+/// The floor of each core module, from lib.rs's doc table: rows
+/// `//! | N | \`a\`, \`b\` | ...`. lib.rs ("this file") is on the last row.
+fn floors() -> HashMap<String, u32> {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).expect("lib.rs is readable");
+    let mut map = HashMap::new();
+    for line in lib.lines() {
+        let Some(row) = line.strip_prefix("//! |") else { continue };
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let Ok(floor) = cells[0].parse::<u32>() else { continue };
+        for m in cells[1].split(',').map(str::trim) {
+            let name = if m == "this file" { "lib" } else { m.trim_matches('`') };
+            assert!(map.insert(name.to_owned(), floor).is_none(), "{name} is on two floors");
+        }
+    }
+    map
+}
+
+/// The crate modules `text` names: `crate::m` anywhere in code, and each
+/// `m` of `use crate::{m, n::x}`.
+fn crate_refs(text: &str) -> Vec<String> {
+    let code: String = text.lines().map(code_of).collect::<Vec<_>>().join("\n");
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Only the names at the group's top level are modules.
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.push(std::mem::take(&mut item));
+                        continue;
+                    }
+                    _ => {}
+                }
+                if depth == 0 {
+                    item.push(c);
+                }
+            }
+            out.push(item);
+        } else {
+            out.push(rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect());
+        }
+    }
+    out.into_iter()
+        .map(|s| s.trim().split("::").next().unwrap_or("").trim().to_owned())
+        .filter(|s| !s.is_empty() && s != "self")
+        .collect()
+}
+
+/// Each use of a module on the user's own floor or a higher one.
+fn floor_violations(floors: &HashMap<String, u32>, files: &[(String, String)]) -> Vec<String> {
+    let mut v = Vec::new();
+    for (name, text) in files {
+        let Some(&mine) = floors.get(name) else {
+            v.push(format!("{name}.rs has no floor in lib.rs's table"));
+            continue;
+        };
+        for m in crate_refs(text) {
+            match floors.get(&m) {
+                _ if m == *name => {}
+                Some(&theirs) if theirs < mine => {}
+                Some(&theirs) => v.push(format!("{name}.rs (floor {mine}) uses {m} (floor {theirs})")),
+                // Items lib.rs re-exports at the crate root (`crate::Provider`).
+                None if floors.get("lib") == Some(&mine) => {}
+                None => v.push(format!("{name}.rs uses crate::{m}, which has no floor")),
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn each_module_uses_only_lower_floors() {
+    let floors = floors();
+    // Test-only modules stand outside the floors: they drive all of them.
+    let exempt = ["core_tests", "layering"];
+    let files: Vec<(String, String)> = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+        .into_iter()
+        .map(|f| (f.file_stem().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&f).expect("readable")))
+        .filter(|(n, _)| !exempt.contains(&n.as_str()))
+        .collect();
+    for name in floors.keys() {
+        assert!(name == "lib" || files.iter().any(|(n, _)| n == name), "lib.rs's floor table names {name}, which is not a module file");
+    }
+    let v = floor_violations(&floors, &files);
+    assert!(v.is_empty(), "a module may use only modules on lower floors (lib.rs's table):\n{}", v.join("\n"));
+}
+
+#[test]
+fn the_floor_check_catches_what_it_should() {
+    let refs = crate_refs("use crate::backend::{A, B};\nuse crate::{ep::{self, Ep}, evd, handle};\nlet x = crate::dto::f(); // crate::table\n");
+    assert_eq!(refs, ["backend", "ep", "evd", "handle", "dto"]);
+    let floors: HashMap<String, u32> = [("a", 0), ("b", 1), ("c", 1)].into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    let file = |n: &str, t: &str| (n.to_owned(), t.to_owned());
+    assert!(floor_violations(&floors, &[file("b", "use crate::a::X;\nuse crate::b::Y;")]).is_empty());
+    assert_eq!(floor_violations(&floors, &[file("b", "use crate::c;")]).len(), 1, "same floor");
+    assert_eq!(floor_violations(&floors, &[file("a", "crate::b::f()")]).len(), 1, "upward");
+    assert_eq!(floor_violations(&floors, &[file("d", "")]).len(), 1, "no floor");
 }

@@ -9,9 +9,27 @@
 //! static calls into the backend. Each cdylib links its own copy of the
 //! core, so two providers built on it stay independent in one process.
 //!
-//! Where a lower module needs a higher one (a completion breaking its EP,
-//! a CNO waiting on its EVDs), it says so in `state::Upcalls`, which the
-//! top implements (`up`).
+//! The modules stand in floors; each imports only from floors below its
+//! own (the `layering` test checks it). Where a lower floor needs a
+//! higher one, it says so in `state::Upcalls`, which the top implements.
+//!
+//! | floor | modules | holds |
+//! |---|---|---|
+//! | 0 | `backend`, `wake`, `util` | the transport contract; eventfd sleeps; small helpers |
+//! | 1 | `state`, `counters`, `sge`, `mock` | per-transport statics and upcalls; counter arrays; SGE lists; the test backend |
+//! | 2 | `handle`, `instance`, `quiesce`, `dto` | handle slots; registered IA names; the CM lock; posted-request rings and completion events |
+//! | 3 | `ia`, `generic` | the IA; calls on any handle |
+//! | 4 | `pz`, `cno` | IA children that need no other object |
+//! | 5 | `lmr`, `evd`, `srq` | memory regions, event dispatchers, shared receive queues |
+//! | 6 | `ep` | endpoints and the post path |
+//! | 7 | `rmr`, `ud`, `psp`, `async_error` | windows, UD resolution, public service points, async errors |
+//! | 8 | `rsp`, `cr` | reserved service points, connection requests |
+//! | 9 | `connection` | connection state machines and the CM thread's handler |
+//! | 10 | `open`, `counter_calls` | dat_ia_open; the counter extension calls |
+//! | 11 | `extension` | the IB extension's other calls |
+//! | 12 | `table`, `up` | the DAT_PROVIDER table; the upcalls' implementation |
+//! | 13 | `registry` | dat_provider_init/fini |
+//! | 14 | this file | the instantiation macros |
 //!
 //! `mock` is an in-memory backend (feature `mock`, and unit tests) on which
 //! `core_tests` drive the core through its DAT entry points.
