@@ -1,6 +1,6 @@
 //! Address handles: where a UD send goes.
 
-use crate::backend::AhOps;
+use dapl_core::backend::AhOps;
 use rdma_core_sys as ibv;
 
 pub struct Ah(*mut ibv::ibv_ah);

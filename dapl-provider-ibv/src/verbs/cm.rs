@@ -6,8 +6,8 @@
 //! same bytes on the wire.
 
 use super::Verbs;
-use crate::backend::{AsyncEvent, AsyncHandler, CmEvent, CmEventKind, CmHandler, ConnIdOps, ConnParams, Tick};
-use crate::wake::{self, Wake};
+use dapl_core::backend::{AsyncEvent, AsyncHandler, CmEvent, CmEventKind, CmHandler, ConnIdOps, ConnParams, Tick};
+use dapl_core::wake::{self, Wake};
 use dat_abi::DAT_CONN_QUAL;
 use rdma_core_sys as ibv;
 use std::ptr::NonNull;
@@ -156,7 +156,7 @@ impl ConnIdOps<Verbs> for CmId {
         if !peer.is_null() {
             // SAFETY: reading a sockaddr of the length its family implies.
             unsafe {
-                if let Some(len) = crate::connection::sockaddr_len((*peer).ss_family) {
+                if let Some(len) = dapl_core::util::sockaddr_len((*peer).ss_family) {
                     std::ptr::copy_nonoverlapping(peer as *const u8, &mut remote as *mut _ as *mut u8, len);
                 }
             }

@@ -2,7 +2,7 @@
 //! on exactly its CQ; and the translation of a verbs work completion into
 //! the core's `Completion`.
 
-use crate::backend::{Completion, CompletionKind, CqOps};
+use dapl_core::backend::{Completion, CompletionKind, CqOps};
 use dat_abi::*;
 use rdma_core_sys as ibv;
 use std::mem::MaybeUninit;

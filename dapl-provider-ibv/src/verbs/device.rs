@@ -7,7 +7,7 @@
 //! this IA's connections.
 
 use super::Verbs;
-use crate::backend::{AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
+use dapl_core::backend::{AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
 use dat_abi::status::{error, no_resources};
 use dat_abi::*;
 use rdma_core_sys as ibv;

@@ -1,6 +1,6 @@
 //! The verbs backend: rdma-core devices, protection domains, memory regions,
 //! queues and rdma_cm. Everything that calls libibverbs or librdmacm lives
-//! under here, and the core reaches it only through `crate::backend`.
+//! under here, and the core reaches it only through `dapl_core::backend`.
 
 pub mod ah;
 pub mod cm;
@@ -13,7 +13,7 @@ pub mod pd;
 pub mod qp;
 pub mod srq;
 
-use crate::backend::Transport;
+use dapl_core::backend::Transport;
 
 /// rdma-core's libibverbs and librdmacm, as a `Transport`.
 pub struct Verbs;

@@ -1,6 +1,6 @@
 //! A registered memory region.
 
-use crate::backend::MrOps;
+use dapl_core::backend::MrOps;
 use dat_abi::*;
 use rdma_core_sys as ibv;
 

@@ -1,6 +1,6 @@
 //! A memory window.
 
-use crate::backend::MwOps;
+use dapl_core::backend::MwOps;
 use rdma_core_sys as ibv;
 
 pub struct Mw(pub *mut ibv::ibv_mw);

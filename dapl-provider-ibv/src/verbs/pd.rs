@@ -2,7 +2,7 @@
 
 use super::Verbs;
 use super::{ah, mr, mw, srq};
-use crate::backend::PdOps;
+use dapl_core::backend::PdOps;
 use dat_abi::DAT_MEM_PRIV_FLAGS;
 use rdma_core_sys as ibv;
 

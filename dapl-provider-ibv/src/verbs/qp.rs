@@ -7,7 +7,7 @@
 
 use super::Verbs;
 use super::mw::Mw;
-use crate::backend::{QpCaps, QpOps, SendOp, SendRequest, WindowTarget};
+use dapl_core::backend::{QpCaps, QpOps, SendOp, SendRequest, WindowTarget};
 use dat_abi::*;
 use rdma_core_sys as ibv;
 

@@ -1,6 +1,6 @@
 //! A shared receive queue.
 
-use crate::backend::SrqOps;
+use dapl_core::backend::SrqOps;
 use dat_abi::DAT_HANDLE;
 use rdma_core_sys as ibv;
 

@@ -1,25 +1,23 @@
 //! The Interface Adapter: one opened adapter port, parent of every other object.
 
-use crate::handle::{self, Object, Pool};
-use crate::connection;
-use crate::evd;
-use crate::instance;
-use crate::backend::{self, DeviceOps};
+use crate::backend::DeviceOps;
 use crate::counters::{self, Counters};
-use crate::cstring;
-use dat_abi::status::{guard, invalid_arg, invalid_state, not_found};
+use crate::handle::{self, Object};
+use crate::state::Provider;
+use crate::util::cstring;
+use dat_abi::status::{guard, invalid_arg, invalid_state};
 use dat_abi::*;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-pub struct Ia {
+pub struct Ia<T: Provider> {
     /// The provider table of this IA's dat.conf entry; every child's first word.
     table: usize,
     /// Declared first so it stops (dropped first) before the device's channel goes.
-    cm: Mutex<Option<backend::Events>>,
+    cm: Mutex<Option<T::Events>>,
     pub name: String,
-    pub device: backend::Device,
+    pub device: T::Device,
     children: Mutex<Vec<Child>>,
     /// The async EVD: created by us at open unless the consumer gave one.
     async_evd: AtomicUsize,
@@ -36,13 +34,13 @@ pub struct Ia {
 }
 
 // `named` holds pointers into `_strings`, which live and never move with the IA.
-unsafe impl Send for Ia {}
-unsafe impl Sync for Ia {}
+unsafe impl<T: Provider> Send for Ia<T> {}
+unsafe impl<T: Provider> Sync for Ia<T> {}
 
-fn named_attrs(device: &backend::Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) {
+fn named_attrs<T: Provider>(device: &T::Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CString>) {
     let atomics = device.limits().atomics;
     let truth = |b: bool| if b { "TRUE" } else { "FALSE" };
-    let mut pairs = vec![("DAT_IB_PROVIDER_NAME", "daplibv".to_owned())];
+    let mut pairs = vec![("DAT_IB_PROVIDER_NAME", T::NAME.to_owned())];
     pairs.extend(device.describe());
     pairs.extend([
         // The IB extensions, named as dtestx and MPI stacks look them up.
@@ -70,18 +68,18 @@ struct Child {
     destroy: fn(DAT_HANDLE),
 }
 
-static POOL: Pool<Ia> = Pool::new();
 
-impl Object for Ia {
+impl<T: Provider> Object for Ia<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_IA;
     const INVALID: u32 = DAT_INVALID_HANDLE_IA;
 }
 
-impl Ia {
+impl<T: Provider> Ia<T> {
     /// Every object of the IA comes through here once, which makes it the
     /// one place its create counter moves (and its free counter in disown).
     pub fn adopt(&self, h: DAT_HANDLE, rank: u8, destroy: fn(DAT_HANDLE)) {
-        let kind = handle::kind_of(h);
+        let kind = handle::kind_of::<T>(h);
         if let Some((created, _)) = kind.and_then(counters::lifetime_counters) {
             self.counters.add(created, 1);
         }
@@ -99,7 +97,7 @@ impl Ia {
             before != children.len()
         };
         // Only the call that took it off the list counts the free.
-        let kind = handle::kind_of(h);
+        let kind = handle::kind_of::<T>(h);
         if let (true, Some((_, Some(freed)))) = (removed, kind.and_then(counters::lifetime_counters)) {
             self.counters.add(freed, 1);
             if kind == Some(DAT_HANDLE_TYPE_LMR) {
@@ -111,7 +109,7 @@ impl Ia {
     /// The live children of one handle kind, as a snapshot.
     pub fn children_of_kind(&self, kind: DAT_HANDLE_TYPE) -> Vec<DAT_HANDLE> {
         let all: Vec<usize> = self.children.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|c| c.handle).collect();
-        all.into_iter().map(|h| h as DAT_HANDLE).filter(|&h| handle::kind_of(h) == Some(kind)).collect()
+        all.into_iter().map(|h| h as DAT_HANDLE).filter(|&h| handle::kind_of::<T>(h) == Some(kind)).collect()
     }
 
     pub fn table(&self) -> *mut DAT_PROVIDER {
@@ -127,85 +125,42 @@ impl Ia {
     }
 }
 
-pub unsafe extern "C" fn open(
-    name: DAT_NAME_PTR,
-    async_qlen: DAT_COUNT,
-    async_evd: *mut DAT_EVD_HANDLE,
-    ia_out: *mut DAT_IA_HANDLE,
-) -> DAT_RETURN {
-    guard("dat_ia_open", || {
-        if name.is_null() {
-            return invalid_arg(DAT_INVALID_ARG1);
-        }
-        if async_evd.is_null() {
-            return invalid_arg(DAT_INVALID_ARG3);
-        }
-        if ia_out.is_null() {
-            return invalid_arg(DAT_INVALID_ARG4);
-        }
-        // SAFETY: non-null; the registry passes the consumer's C string.
-        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
-        let (Some(params), Some(table)) = (instance::params(&name), crate::table::for_instance(&name)) else {
-            return not_found(DAT_NAME_NOT_REGISTERED);
-        };
-        let device = match backend::Device::open(&params) {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        // SAFETY: checked non-null above; the consumer's in/out handle.
-        let given = unsafe { *async_evd };
-        let given_evd = if given.is_null() {
-            None
-        } else {
-            match evd::require(given, DAT_EVD_ASYNC_FLAG, DAT_INVALID_HANDLE_EVD_ASYNC) {
-                Ok(_) => Some(given),
-                Err(e) => return e,
-            }
-        };
-        let (named, strings) = named_attrs(&device);
-        let h = POOL.insert(Ia {
-            named,
-            _strings: strings,
-            table: table as usize,
-            cm: Mutex::new(None),
-            name,
-            device,
-            children: Mutex::new(Vec::new()),
-            async_evd: AtomicUsize::new(given as usize),
-            owns_async_evd: AtomicBool::new(false),
-            connects: Mutex::new(Vec::new()),
-            counters: Counters::new(),
-            baseline: Mutex::new(Vec::new()),
-        }, table);
-        let ia = handle::get::<Ia>(h).expect("just created");
-        let me = h as usize;
-        let tick: backend::Tick = Box::new(move || connection::expire_connects(me));
-        match ia.device.start_events(connection::handle_event, crate::async_error::handle_event, tick) {
-            Ok(t) => *ia.cm.lock().unwrap_or_else(|e| e.into_inner()) = Some(t),
-            Err(e) => {
-                log::error!("cannot start the connection thread: {e}");
-                POOL.remove(h);
-                return dat_abi::status::no_resources(DAT_RESOURCE_MEMORY);
-            }
-        }
-        if given_evd.is_none() {
-            match evd::create_evd(ia, h, async_qlen.max(8), std::ptr::null_mut(), DAT_EVD_ASYNC_FLAG) {
-                Ok(e) => {
-                    ia.async_evd.store(e as usize, Ordering::Release);
-                    ia.owns_async_evd.store(true, Ordering::Release);
-                    // SAFETY: checked non-null above.
-                    unsafe { *async_evd = e };
-                }
-                Err(e) => {
-                    POOL.remove(h);
-                    return e;
-                }
-            }
-        }
-        // SAFETY: checked non-null above.
-        unsafe { *ia_out = h };
-        DAT_SUCCESS
-    })
+/// Puts a new IA for `device` in a slot of provider table `table`, with
+/// the consumer's async EVD if it gave one (already checked).
+pub fn insert<T: Provider>(name: String, table: *mut DAT_PROVIDER, device: T::Device, async_evd: DAT_EVD_HANDLE) -> DAT_IA_HANDLE {
+    let (named, strings) = named_attrs::<T>(&device);
+    handle::insert(Ia::<T> {
+        named,
+        _strings: strings,
+        table: table as usize,
+        cm: Mutex::new(None),
+        name,
+        device,
+        children: Mutex::new(Vec::new()),
+        async_evd: AtomicUsize::new(async_evd as usize),
+        owns_async_evd: AtomicBool::new(false),
+        connects: Mutex::new(Vec::new()),
+        counters: Counters::new(),
+        baseline: Mutex::new(Vec::new()),
+    }, table)
+}
+
+/// Ends an IA that `insert` made but that could not be completed.
+pub fn discard<T: Provider>(h: DAT_IA_HANDLE) {
+    handle::remove::<Ia<T>>(h);
+}
+
+impl<T: Provider> Ia<T> {
+    /// Keeps the running event thread, which stops when the IA closes.
+    pub fn set_events(&self, events: T::Events) {
+        *self.cm.lock().unwrap_or_else(|e| e.into_inner()) = Some(events);
+    }
+
+    /// Makes `h` the async EVD, one the IA created and frees with itself.
+    pub fn set_own_async_evd(&self, h: DAT_EVD_HANDLE) {
+        self.async_evd.store(h as usize, Ordering::Release);
+        self.owns_async_evd.store(true, Ordering::Release);
+    }
 }
 
 fn copy_name(dst: &mut [std::os::raw::c_char], src: &str) {
@@ -224,7 +179,7 @@ fn clamp(v: i64) -> DAT_COUNT {
     v.clamp(0, DAT_COUNT::MAX as i64) as DAT_COUNT
 }
 
-fn fill_ia_attr(ia: &Ia, a: &mut DAT_IA_ATTR) {
+fn fill_ia_attr<T: Provider>(ia: &Ia<T>, a: &mut DAT_IA_ATTR) {
     let d = ia.device.limits();
     *a = DAT_IA_ATTR::default();
     copy_name(&mut a.adapter_name, ia.device.name());
@@ -263,9 +218,9 @@ fn fill_ia_attr(ia: &Ia, a: &mut DAT_IA_ATTR) {
     a.extension_version = DAT_IB_EXTENSION_VERSION as DAT_COUNT;
 }
 
-fn fill_provider_attr(ia: &Ia, a: &mut DAT_PROVIDER_ATTR) {
+fn fill_provider_attr<T: Provider>(ia: &Ia<T>, a: &mut DAT_PROVIDER_ATTR) {
     *a = DAT_PROVIDER_ATTR::default();
-    copy_name(&mut a.provider_name, "daplibv");
+    copy_name(&mut a.provider_name, T::NAME);
     a.provider_version_major = 2;
     a.provider_version_minor = 0;
     a.dapl_version_major = DAT_VERSION_MAJOR;
@@ -292,7 +247,7 @@ fn fill_provider_attr(ia: &Ia, a: &mut DAT_PROVIDER_ATTR) {
     a.provider_specific_attr = ia.named.as_ptr() as *mut DAT_NAMED_ATTR;
 }
 
-pub unsafe extern "C" fn query(
+pub unsafe extern "C" fn query<T: Provider>(
     h: DAT_IA_HANDLE,
     async_evd: *mut DAT_EVD_HANDLE,
     ia_mask: DAT_IA_ATTR_MASK,
@@ -301,7 +256,7 @@ pub unsafe extern "C" fn query(
     prov_attr: *mut DAT_PROVIDER_ATTR,
 ) -> DAT_RETURN {
     guard("dat_ia_query", || {
-        let ia = match handle::get::<Ia>(h) {
+        let ia = match handle::get::<Ia<T>>(h) {
             Ok(ia) => ia,
             Err(e) => return e,
         };
@@ -317,19 +272,19 @@ pub unsafe extern "C" fn query(
                 *out = ia.async_evd();
             }
             if let Some(a) = ia_attr.as_mut() {
-                fill_ia_attr(ia, a);
+                fill_ia_attr::<T>(ia, a);
             }
             if let Some(a) = prov_attr.as_mut() {
-                fill_provider_attr(ia, a);
+                fill_provider_attr::<T>(ia, a);
             }
         }
         DAT_SUCCESS
     })
 }
 
-pub unsafe extern "C" fn close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
+pub unsafe extern "C" fn close<T: Provider>(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
     guard("dat_ia_close", || {
-        let ia = match handle::get::<Ia>(h) {
+        let ia = match handle::get::<Ia<T>>(h) {
             Ok(ia) => ia,
             Err(e) => return e,
         };
@@ -349,7 +304,7 @@ pub unsafe extern "C" fn close(h: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_
         // Stop the CM thread before the objects it could post to are gone.
         drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());
         log::debug!("IA '{}' on {} closed", ia.name, ia.device.name());
-        POOL.remove(h);
+        handle::remove::<Ia<T>>(h);
         DAT_SUCCESS
     })
 }

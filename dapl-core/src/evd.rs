@@ -5,11 +5,12 @@
 //! filled by the connection manager thread or dat_evd_post_se. A waiter
 //! sleeps on the CQ's completion channel and the queue's eventfd together.
 
+use crate::state::Provider;
 use crate::cno::{self, Cno};
 use crate::dto;
-use crate::handle::{self, Object, Pool};
+use crate::handle::{self, Object};
 use crate::ia::Ia;
-use crate::backend::{self, Completion, CqOps, DeviceOps};
+use crate::backend::{Completion, CqOps, DeviceOps};
 use crate::wake::{self, Wake};
 use dat_abi::status::{INTERNAL, error, guard, guard_or, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
@@ -17,12 +18,12 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
-pub struct Evd {
-    pub ia: &'static Ia,
+pub struct Evd<T: Provider> {
+    pub ia: &'static Ia<T>,
     ia_handle: usize,
     pub flags: DAT_EVD_FLAGS,
     qlen: AtomicI32,
-    pub cq: Option<backend::Cq>,
+    pub cq: Option<T::Cq>,
     sw: Mutex<VecDeque<DAT_EVENT>>,
     /// Completions already taken off the CQ (by threshold waits and CNO
     /// checks) but not yet dequeued; read before the CQ to keep order.
@@ -43,14 +44,14 @@ pub struct Evd {
 
 // Queued events carry consumer and provider pointers as plain data, only
 // handed back to the consumer; everything shared is behind atomics or locks.
-unsafe impl Send for Evd {}
-unsafe impl Sync for Evd {}
+unsafe impl<T: Provider> Send for Evd<T> {}
+unsafe impl<T: Provider> Sync for Evd<T> {}
 
 pub const RANK: u8 = 1;
 
-static POOL: Pool<Evd> = Pool::new();
 
-impl Object for Evd {
+impl<T: Provider> Object for Evd<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_EVD;
     const INVALID: u32 = DAT_INVALID_HANDLE_EVD_REQUEST;
 }
@@ -67,7 +68,7 @@ fn empty_event() -> DAT_EVENT {
     unsafe { std::mem::zeroed() }
 }
 
-impl Evd {
+impl<T: Provider> Evd<T> {
     /// Queues a software-stream event (connection, CR, async, software) and
     /// wakes a waiter and the CNO. Returns false if the queue was full.
     pub fn post(&self, self_handle: DAT_EVD_HANDLE, mut ev: DAT_EVENT) -> bool {
@@ -90,7 +91,7 @@ impl Evd {
     fn notify_cno(&self, me: DAT_EVD_HANDLE) {
         let cno = self.cno.load(Ordering::Acquire);
         if cno != 0 && self.enabled.load(Ordering::Acquire) {
-            if let Ok(c) = handle::get::<Cno>(cno as DAT_HANDLE) {
+            if let Ok(c) = handle::get::<Cno<T>>(cno as DAT_HANDLE) {
                 c.trigger(me);
             }
         }
@@ -112,7 +113,7 @@ impl Evd {
                     break;
                 }
                 self.counters.bump(DCNT_EVD_DEQUEUE_POLL_FOUND, 1);
-                if dto::event_from_completion(&wc, me, out) {
+                if dto::event_from_completion::<T>(&wc, me, out) {
                     return true;
                 }
             }
@@ -125,7 +126,7 @@ impl Evd {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             while let Some(wc) = pending.pop_front() {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
-                if dto::event_from_completion(&wc, me, out) {
+                if dto::event_from_completion::<T>(&wc, me, out) {
                     return true;
                 }
             }
@@ -184,7 +185,7 @@ impl Evd {
     }
 }
 
-pub unsafe extern "C" fn create(
+pub unsafe extern "C" fn create<T: Provider>(
     ia_h: DAT_IA_HANDLE,
     qlen: DAT_COUNT,
     cno_h: DAT_CNO_HANDLE,
@@ -192,7 +193,7 @@ pub unsafe extern "C" fn create(
     out: *mut DAT_EVD_HANDLE,
 ) -> DAT_RETURN {
     guard("dat_evd_create", || {
-        let ia = match handle::get::<Ia>(ia_h) {
+        let ia = match handle::get::<Ia<T>>(ia_h) {
             Ok(ia) => ia,
             Err(e) => return e,
         };
@@ -205,7 +206,7 @@ pub unsafe extern "C" fn create(
         if out.is_null() {
             return invalid_arg(DAT_INVALID_ARG5);
         }
-        match create_evd(ia, ia_h, qlen, cno_h, flags) {
+        match create_evd::<T>(ia, ia_h, qlen, cno_h, flags) {
             Ok(h) => {
                 // SAFETY: checked non-null.
                 unsafe { *out = h };
@@ -217,8 +218,8 @@ pub unsafe extern "C" fn create(
 }
 
 /// Creates an EVD; also used by ia_open for the async EVD it must provide.
-pub fn create_evd(
-    ia: &'static Ia,
+pub fn create_evd<T: Provider>(
+    ia: &'static Ia<T>,
     ia_h: DAT_IA_HANDLE,
     qlen: DAT_COUNT,
     cno_h: DAT_CNO_HANDLE,
@@ -227,7 +228,7 @@ pub fn create_evd(
     let cno = if cno_h.is_null() {
         None
     } else {
-        match handle::get::<Cno>(cno_h) {
+        match handle::get::<Cno<T>>(cno_h) {
             Ok(c) if std::ptr::eq(c.ia, ia) => Some(c),
             _ => return Err(invalid_handle(DAT_INVALID_HANDLE_CNO)),
         }
@@ -244,7 +245,7 @@ pub fn create_evd(
         None
     };
     let wake = Wake::new().ok_or(no_resources(DAT_RESOURCE_MEMORY))?;
-    let h = POOL.insert(Evd {
+    let h = handle::insert(Evd {
         ia,
         ia_handle: ia_h as usize,
         flags,
@@ -262,32 +263,32 @@ pub fn create_evd(
         overflows: AtomicUsize::new(0),
         counters: crate::counters::Counters::new(),
     }, ia.table());
-    if let Some(cq) = &handle::get::<Evd>(h).expect("just created").cq {
+    if let Some(cq) = &handle::get::<Evd<T>>(h).expect("just created").cq {
         cq.set_context(h);
     }
     if let Some(c) = cno {
         c.attach(h);
-        handle::get::<Evd>(h).expect("just created").attach_cno(cno_h as usize);
+        handle::get::<Evd<T>>(h).expect("just created").attach_cno(cno_h as usize);
     }
-    ia.adopt(h, RANK, destroy);
+    ia.adopt(h, RANK, destroy::<T>);
     Ok(h)
 }
 
-pub fn destroy(h: DAT_HANDLE) {
-    if let Ok(evd) = handle::get::<Evd>(h) {
+pub fn destroy<T: Provider>(h: DAT_HANDLE) {
+    if let Ok(evd) = handle::get::<Evd<T>>(h) {
         evd.ia.disown(h);
-        cno::detach_from(evd.cno.swap(0, Ordering::AcqRel), h);
-        POOL.remove(h);
+        cno::detach_from::<T>(evd.cno.swap(0, Ordering::AcqRel), h);
+        handle::remove::<Evd<T>>(h);
     }
 }
 
-fn get(h: DAT_EVD_HANDLE) -> Result<&'static Evd, DAT_RETURN> {
-    handle::get::<Evd>(h)
+fn get<T: Provider>(h: DAT_EVD_HANDLE) -> Result<&'static Evd<T>, DAT_RETURN> {
+    handle::get::<Evd<T>>(h)
 }
 
-pub unsafe extern "C" fn free(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn free<T: Provider>(h: DAT_EVD_HANDLE) -> DAT_RETURN {
     guard("dat_evd_free", || {
-        let evd = match get(h) {
+        let evd = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -298,14 +299,14 @@ pub unsafe extern "C" fn free(h: DAT_EVD_HANDLE) -> DAT_RETURN {
             // The IA's async EVD goes with the IA.
             return invalid_state(DAT_INVALID_STATE_EVD_ASYNC);
         }
-        destroy(h);
+        destroy::<T>(h);
         DAT_SUCCESS
     })
 }
 
-pub unsafe extern "C" fn query(h: DAT_EVD_HANDLE, _mask: DAT_EVD_PARAM_MASK, out: *mut DAT_EVD_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn query<T: Provider>(h: DAT_EVD_HANDLE, _mask: DAT_EVD_PARAM_MASK, out: *mut DAT_EVD_PARAM) -> DAT_RETURN {
     guard("dat_evd_query", || {
-        let evd = match get(h) {
+        let evd = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -321,9 +322,9 @@ pub unsafe extern "C" fn query(h: DAT_EVD_HANDLE, _mask: DAT_EVD_PARAM_MASK, out
     })
 }
 
-pub unsafe extern "C" fn resize(h: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
+pub unsafe extern "C" fn resize<T: Provider>(h: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
     guard("dat_evd_resize", || {
-        let evd = match get(h) {
+        let evd = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -343,9 +344,9 @@ pub unsafe extern "C" fn resize(h: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RETUR
     })
 }
 
-pub unsafe extern "C" fn post_se(h: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> DAT_RETURN {
+pub unsafe extern "C" fn post_se<T: Provider>(h: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> DAT_RETURN {
     guard("dat_evd_post_se", || {
-        let evd = match get(h) {
+        let evd = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -366,9 +367,9 @@ pub unsafe extern "C" fn post_se(h: DAT_EVD_HANDLE, event: *const DAT_EVENT) -> 
 }
 
 #[inline]
-pub unsafe extern "C" fn dequeue(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
+pub unsafe extern "C" fn dequeue<T: Provider>(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DAT_RETURN {
     guard("dat_evd_dequeue", || {
-        let evd = match get(h) {
+        let evd = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -388,14 +389,14 @@ pub unsafe extern "C" fn dequeue(h: DAT_EVD_HANDLE, event: *mut DAT_EVENT) -> DA
 }
 
 /// C-unwind: the consumer may cancel a thread sleeping here (`wake::cancellable`).
-pub unsafe extern "C-unwind" fn wait(
+pub unsafe extern "C-unwind" fn wait<T: Provider>(
     h: DAT_EVD_HANDLE,
     timeout: DAT_TIMEOUT,
     threshold: DAT_COUNT,
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
-    let begun = dat_abi::cancel::deferred(|| guard_or("dat_evd_wait", Err(INTERNAL), || begin_wait(h, threshold, event)));
+    let begun = dat_abi::cancel::deferred(|| guard_or("dat_evd_wait", Err(INTERNAL), || begin_wait::<T>(h, threshold, event)));
     let (evd, _claim) = match begun {
         Ok(b) => b,
         Err(e) => return e,
@@ -403,7 +404,7 @@ pub unsafe extern "C-unwind" fn wait(
     // SAFETY: begin_wait refused a null event pointer.
     let out = unsafe { &mut *event };
     let deadline = wake::Deadline::new(timeout);
-    let r = wake::cancellable("dat_evd_wait", |woke| wait_round(evd, h, &deadline, threshold as usize, out, woke));
+    let r = wake::cancellable("dat_evd_wait", |woke| wait_round::<T>(evd, h, &deadline, threshold as usize, out, woke));
     // SAFETY: null-checked consumer out-parameter.
     if let Some(n) = unsafe { nmore.as_mut() } {
         *n = evd.queued.load(Ordering::Acquire) as DAT_COUNT;
@@ -412,8 +413,8 @@ pub unsafe extern "C-unwind" fn wait(
 }
 
 /// The checks before a wait, and the waiter's claim on the EVD.
-fn begin_wait(h: DAT_EVD_HANDLE, threshold: DAT_COUNT, event: *mut DAT_EVENT) -> Result<(&'static Evd, wake::Claim<'static>), DAT_RETURN> {
-    let evd = get(h)?;
+fn begin_wait<T: Provider>(h: DAT_EVD_HANDLE, threshold: DAT_COUNT, event: *mut DAT_EVENT) -> Result<(&'static Evd<T>, wake::Claim<'static>), DAT_RETURN> {
+    let evd = get::<T>(h)?;
     if threshold <= 0 || threshold > evd.qlen.load(Ordering::Acquire) {
         return Err(invalid_arg(DAT_INVALID_ARG3));
     }
@@ -434,7 +435,7 @@ fn begin_wait(h: DAT_EVD_HANDLE, threshold: DAT_COUNT, event: *mut DAT_EVENT) ->
 
 /// `woke`: which of the EVD's fds ended the last sleep (bit 0 the software
 /// queue's, bit 1 the CQ channel's).
-fn wait_round(evd: &Evd, h: DAT_EVD_HANDLE, deadline: &wake::Deadline, threshold: usize, out: &mut DAT_EVENT, woke: u64) -> wake::Step<[i32; 2]> {
+fn wait_round<T: Provider>(evd: &Evd<T>, h: DAT_EVD_HANDLE, deadline: &wake::Deadline, threshold: usize, out: &mut DAT_EVENT, woke: u64) -> wake::Step<[i32; 2]> {
     use wake::Step::{Done, Sleep};
     if woke & 1 != 0 {
         evd.counters.bump(DCNT_EVD_WAIT_NOTIFY, 1);
@@ -464,21 +465,21 @@ fn wait_round(evd: &Evd, h: DAT_EVD_HANDLE, deadline: &wake::Deadline, threshold
     }
 }
 
-pub unsafe extern "C" fn modify_cno(h: DAT_EVD_HANDLE, cno_h: DAT_CNO_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn modify_cno<T: Provider>(h: DAT_EVD_HANDLE, cno_h: DAT_CNO_HANDLE) -> DAT_RETURN {
     guard("dat_evd_modify_cno", || {
-        let evd = match get(h) {
+        let evd = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
         let new = if cno_h.is_null() {
             None
         } else {
-            match handle::get::<Cno>(cno_h) {
+            match handle::get::<Cno<T>>(cno_h) {
                 Ok(c) if std::ptr::eq(c.ia, evd.ia) => Some(c),
                 _ => return invalid_handle(DAT_INVALID_HANDLE_CNO),
             }
         };
-        cno::detach_from(evd.cno.swap(0, Ordering::AcqRel), h);
+        cno::detach_from::<T>(evd.cno.swap(0, Ordering::AcqRel), h);
         if let Some(c) = new {
             c.attach(h);
             evd.attach_cno(cno_h as usize);
@@ -487,8 +488,8 @@ pub unsafe extern "C" fn modify_cno(h: DAT_EVD_HANDLE, cno_h: DAT_CNO_HANDLE) ->
     })
 }
 
-fn set_flag(h: DAT_EVD_HANDLE, which: fn(&Evd) -> &AtomicBool, value: bool) -> DAT_RETURN {
-    match get(h) {
+fn set_flag<T: Provider>(h: DAT_EVD_HANDLE, which: fn(&Evd<T>) -> &AtomicBool, value: bool) -> DAT_RETURN {
+    match get::<T>(h) {
         Ok(evd) => {
             which(evd).store(value, Ordering::Release);
             // Waiters re-check their state when woken.
@@ -499,20 +500,20 @@ fn set_flag(h: DAT_EVD_HANDLE, which: fn(&Evd) -> &AtomicBool, value: bool) -> D
     }
 }
 
-pub unsafe extern "C" fn enable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
-    guard("dat_evd_enable", || set_flag(h, |e| &e.enabled, true))
+pub unsafe extern "C" fn enable<T: Provider>(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_enable", || set_flag::<T>(h, |e| &e.enabled, true))
 }
 
-pub unsafe extern "C" fn disable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
-    guard("dat_evd_disable", || set_flag(h, |e| &e.enabled, false))
+pub unsafe extern "C" fn disable<T: Provider>(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_disable", || set_flag::<T>(h, |e| &e.enabled, false))
 }
 
-pub unsafe extern "C" fn set_unwaitable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
-    guard("dat_evd_set_unwaitable", || set_flag(h, |e| &e.waitable, false))
+pub unsafe extern "C" fn set_unwaitable<T: Provider>(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_set_unwaitable", || set_flag::<T>(h, |e| &e.waitable, false))
 }
 
-pub unsafe extern "C" fn clear_unwaitable(h: DAT_EVD_HANDLE) -> DAT_RETURN {
-    guard("dat_evd_clear_unwaitable", || set_flag(h, |e| &e.waitable, true))
+pub unsafe extern "C" fn clear_unwaitable<T: Provider>(h: DAT_EVD_HANDLE) -> DAT_RETURN {
+    guard("dat_evd_clear_unwaitable", || set_flag::<T>(h, |e| &e.waitable, true))
 }
 
 /// Builds a software-stream event for the connection manager and async paths.
@@ -524,8 +525,8 @@ pub fn new_event(number: DAT_EVENT_NUMBER) -> DAT_EVENT {
 
 /// Validates an EVD handle given to another object's create call and checks
 /// it carries the stream that object needs (minor: which argument).
-pub fn require(h: DAT_EVD_HANDLE, flag: DAT_EVD_FLAGS, minor: u32) -> Result<&'static Evd, DAT_RETURN> {
-    let evd = get(h).map_err(|_| invalid_handle(minor))?;
+pub fn require<T: Provider>(h: DAT_EVD_HANDLE, flag: DAT_EVD_FLAGS, minor: u32) -> Result<&'static Evd<T>, DAT_RETURN> {
+    let evd = get::<T>(h).map_err(|_| invalid_handle(minor))?;
     if evd.flags & flag == 0 {
         return Err(invalid_handle(minor));
     }

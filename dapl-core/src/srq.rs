@@ -3,23 +3,23 @@
 //! A receive completed from an SRQ does not say which EP it arrived on until
 //! the completion is read, so those completions find their EP by QP number.
 
+use crate::state::Provider;
 use crate::dto::Ring;
-use crate::handle::{self, Object, Pool};
+use crate::handle::{self, Object};
 use crate::ia::Ia;
 use crate::pz::Pz;
-use crate::backend::{self, DeviceOps, PdOps, SrqOps};
+use crate::backend::{DeviceOps, PdOps, SrqOps};
 use dat_abi::status::{guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub struct Srq {
-    pub ia: &'static Ia,
+pub struct Srq<T: Provider> {
+    pub ia: &'static Ia<T>,
     ia_handle: usize,
-    pz: &'static Pz,
+    pz: &'static Pz<T>,
     pz_handle: usize,
-    pub srq: backend::Srq,
+    pub srq: T::Srq,
     ring: Ring,
     attr: Mutex<DAT_SRQ_ATTR>,
     /// EPs using this SRQ; it cannot be freed while any do.
@@ -28,46 +28,29 @@ pub struct Srq {
 
 pub const RANK: u8 = 4;
 
-static POOL: Pool<Srq> = Pool::new();
 
-impl Object for Srq {
+impl<T: Provider> Object for Srq<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_SRQ;
     const INVALID: u32 = DAT_INVALID_HANDLE_SRQ;
 }
 
-/// QP number -> EP handle, for EPs on an SRQ.
-static QP_EPS: Mutex<Option<HashMap<u32, usize>>> = Mutex::new(None);
-
-pub fn map_qp(qp_num: u32, ep: usize) {
-    QP_EPS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(qp_num, ep);
+pub fn get<T: Provider>(h: DAT_SRQ_HANDLE) -> Result<&'static Srq<T>, DAT_RETURN> {
+    handle::get::<Srq<T>>(h)
 }
 
-pub fn unmap_qp(qp_num: u32) {
-    if let Some(m) = QP_EPS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        m.remove(&qp_num);
-    }
-}
-
-pub fn ep_of_qp(qp_num: u32) -> usize {
-    QP_EPS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&qp_num).copied()).unwrap_or(0)
-}
-
-pub fn get(h: DAT_SRQ_HANDLE) -> Result<&'static Srq, DAT_RETURN> {
-    handle::get::<Srq>(h)
-}
-
-pub unsafe extern "C" fn create(
+pub unsafe extern "C" fn create<T: Provider>(
     ia_h: DAT_IA_HANDLE,
     pz_h: DAT_PZ_HANDLE,
     attr: *mut DAT_SRQ_ATTR,
     out: *mut DAT_SRQ_HANDLE,
 ) -> DAT_RETURN {
     guard("dat_srq_create", || {
-        let ia = match handle::get::<Ia>(ia_h) {
+        let ia = match handle::get::<Ia<T>>(ia_h) {
             Ok(ia) => ia,
             Err(e) => return e,
         };
-        let pz = match handle::get::<Pz>(pz_h) {
+        let pz = match handle::get::<Pz<T>>(pz_h) {
             Ok(p) if std::ptr::eq(p.ia, ia) => p,
             _ => return invalid_handle(DAT_INVALID_HANDLE_PZ),
         };
@@ -75,7 +58,7 @@ pub unsafe extern "C" fn create(
         let Some(a) = (unsafe { attr.as_ref() }).copied() else { return invalid_arg(DAT_INVALID_ARG3) };
         let d = ia.device.limits();
         if a.max_recv_dtos <= 0 || a.max_recv_dtos > d.max_srq_wr || a.max_recv_iov <= 0
-            || a.max_recv_iov > d.max_srq_sge.min(crate::ep::MAX_IOV as i32) || a.low_watermark < 0
+            || a.max_recv_iov > d.max_srq_sge.min(crate::sge::MAX_IOV as i32) || a.low_watermark < 0
             || a.low_watermark > a.max_recv_dtos
         {
             return invalid_arg(DAT_INVALID_ARG3);
@@ -91,7 +74,7 @@ pub unsafe extern "C" fn create(
             }
         };
         pz.users.fetch_add(1, Ordering::AcqRel);
-        let h = POOL.insert(Srq {
+        let h = handle::insert(Srq {
             ia,
             ia_handle: ia_h as usize,
             pz,
@@ -101,51 +84,51 @@ pub unsafe extern "C" fn create(
             attr: Mutex::new(a),
             users: AtomicUsize::new(0),
         }, ia.table());
-        if let Ok(s) = handle::get::<Srq>(h) {
+        if let Ok(s) = handle::get::<Srq<T>>(h) {
             s.srq.set_context(h);
         }
-        ia.adopt(h, RANK, destroy);
+        ia.adopt(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
     })
 }
 
-fn destroy(h: DAT_HANDLE) {
-    let Ok(s) = get(h) else { return };
+fn destroy<T: Provider>(h: DAT_HANDLE) {
+    let Ok(s) = get::<T>(h) else { return };
     s.ia.disown(h);
     let pz = s.pz;
-    if POOL.remove(h) {
+    if handle::remove::<Srq<T>>(h) {
         pz.users.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-pub unsafe extern "C" fn free(h: DAT_SRQ_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn free<T: Provider>(h: DAT_SRQ_HANDLE) -> DAT_RETURN {
     guard("dat_srq_free", || {
-        let s = match get(h) {
+        let s = match get::<T>(h) {
             Ok(s) => s,
             Err(e) => return e,
         };
         if s.users.load(Ordering::Acquire) != 0 {
             return invalid_state(DAT_INVALID_STATE_SRQ_IN_USE);
         }
-        destroy(h);
+        destroy::<T>(h);
         DAT_SUCCESS
     })
 }
 
-pub unsafe extern "C" fn post_recv(
+pub unsafe extern "C" fn post_recv<T: Provider>(
     h: DAT_SRQ_HANDLE,
     n: DAT_COUNT,
     iov: *mut DAT_LMR_TRIPLET,
     cookie: DAT_DTO_COOKIE,
 ) -> DAT_RETURN {
     guard("dat_srq_post_recv", || {
-        let s = match get(h) {
+        let s = match get::<T>(h) {
             Ok(s) => s,
             Err(e) => return e,
         };
-        let mut list = crate::ep::SgeList::new();
+        let mut list = crate::sge::SgeList::<T>::new();
         let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
         // SAFETY: plain 8-byte union.
         let wr_id = s.ring.claim(h as usize, unsafe { cookie.as_64 }, len, crate::dto::OP_SRQ_RECV, 0);
@@ -157,9 +140,9 @@ pub unsafe extern "C" fn post_recv(
     })
 }
 
-pub unsafe extern "C" fn query(h: DAT_SRQ_HANDLE, _mask: DAT_SRQ_PARAM_MASK, out: *mut DAT_SRQ_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn query<T: Provider>(h: DAT_SRQ_HANDLE, _mask: DAT_SRQ_PARAM_MASK, out: *mut DAT_SRQ_PARAM) -> DAT_RETURN {
     guard("dat_srq_query", || {
-        let s = match get(h) {
+        let s = match get::<T>(h) {
             Ok(s) => s,
             Err(e) => return e,
         };
@@ -179,9 +162,9 @@ pub unsafe extern "C" fn query(h: DAT_SRQ_HANDLE, _mask: DAT_SRQ_PARAM_MASK, out
     })
 }
 
-pub unsafe extern "C" fn resize(h: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
+pub unsafe extern "C" fn resize<T: Provider>(h: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
     guard("dat_srq_resize", || {
-        let s = match get(h) {
+        let s = match get::<T>(h) {
             Ok(s) => s,
             Err(e) => return e,
         };
@@ -206,9 +189,9 @@ pub unsafe extern "C" fn resize(h: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETUR
     })
 }
 
-pub unsafe extern "C" fn set_lw(h: DAT_SRQ_HANDLE, lw: DAT_COUNT) -> DAT_RETURN {
+pub unsafe extern "C" fn set_lw<T: Provider>(h: DAT_SRQ_HANDLE, lw: DAT_COUNT) -> DAT_RETURN {
     guard("dat_srq_set_lw", || {
-        let s = match get(h) {
+        let s = match get::<T>(h) {
             Ok(s) => s,
             Err(e) => return e,
         };

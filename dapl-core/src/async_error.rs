@@ -4,6 +4,7 @@
 //! its DAT handle as its context, and handles are type-stable, so a late
 //! event for a freed object is recognised and dropped.
 
+use crate::state::Provider;
 use crate::backend::AsyncEvent;
 use crate::ep::Ep;
 use crate::evd::{self, Evd};
@@ -11,30 +12,30 @@ use crate::handle;
 use crate::srq::Srq;
 use dat_abi::*;
 
-pub fn handle_event(ev: &AsyncEvent) {
+pub fn handle_event<T: Provider>(ev: &AsyncEvent) {
     match *ev {
         AsyncEvent::CqError { context } => {
             let h = context as DAT_HANDLE;
-            if let Ok(e) = handle::get::<Evd>(h) {
+            if let Ok(e) = handle::get::<Evd<T>>(h) {
                 log::warn!("EVD {h:p}: completion queue overrun");
                 e.overflows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 e.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
                 e.ia.counters.add(DCNT_IA_ASYNC_CQ_ERROR, 1);
-                post(e.ia.async_evd(), DAT_ASYNC_ERROR_EVD_OVERFLOW, h, DAT_EVD_OVERFLOW_ERROR as DAT_COUNT);
+                post::<T>(e.ia.async_evd(), DAT_ASYNC_ERROR_EVD_OVERFLOW, h, DAT_EVD_OVERFLOW_ERROR as DAT_COUNT);
             }
         }
         AsyncEvent::QpError { context, code } => {
             let h = context as DAT_HANDLE;
-            if let Ok(ep) = handle::get::<Ep>(h) {
+            if let Ok(ep) = handle::get::<Ep<T>>(h) {
                 log::warn!("EP {h:p}: QP error (async event {code})");
                 ep.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
                 ep.ia.counters.add(DCNT_IA_ASYNC_QP_ERROR, 1);
-                post(ep.ia.async_evd(), DAT_ASYNC_ERROR_EP_BROKEN, h, DAT_EP_OTHER_ERROR as DAT_COUNT);
+                post::<T>(ep.ia.async_evd(), DAT_ASYNC_ERROR_EP_BROKEN, h, DAT_EP_OTHER_ERROR as DAT_COUNT);
             }
         }
         AsyncEvent::SrqLimitReached { context } | AsyncEvent::SrqError { context } => {
             let h = context as DAT_HANDLE;
-            if let Ok(s) = handle::get::<Srq>(h) {
+            if let Ok(s) = handle::get::<Srq<T>>(h) {
                 s.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
                 // DAT names the reason, not an event number, for the low
                 // watermark; it comes as an async error about the SRQ.
@@ -43,15 +44,15 @@ pub fn handle_event(ev: &AsyncEvent) {
                 } else {
                     DAT_SRQ_LOW_WATERMARK_EVENT
                 };
-                post(s.ia.async_evd(), DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, h, reason as DAT_COUNT);
+                post::<T>(s.ia.async_evd(), DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, h, reason as DAT_COUNT);
             }
         }
         AsyncEvent::Other { code } => log::debug!("device async event {code} (not reported to DAT consumers)"),
     }
 }
 
-fn post(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE, reason: DAT_COUNT) {
-    match handle::get::<Evd>(evd_h) {
+fn post<T: Provider>(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE, reason: DAT_COUNT) {
+    match handle::get::<Evd<T>>(evd_h) {
         Ok(evd) => {
             let mut e = evd::new_event(number);
             e.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: about, reason };

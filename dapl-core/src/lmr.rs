@@ -1,16 +1,17 @@
 //! Local memory regions: registered memory, by virtual address or by
 //! sharing another LMR's region.
 
-use crate::handle::{self, Object, Pool};
+use crate::state::Provider;
+use crate::handle::{self, Object};
 use crate::ia::Ia;
 use crate::pz::Pz;
-use crate::backend::{self, MrOps, PdOps};
+use crate::backend::{MrOps, PdOps};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, no_resources};
 use dat_abi::*;
 use std::sync::atomic::Ordering;
 
-pub struct Lmr {
-    pz: &'static Pz,
+pub struct Lmr<T: Provider> {
+    pz: &'static Pz<T>,
     pz_handle: usize,
     mem_type: DAT_MEM_TYPE,
     region: DAT_REGION_DESCRIPTION,
@@ -18,27 +19,27 @@ pub struct Lmr {
     len: u64,
     privs: DAT_MEM_PRIV_FLAGS,
     va_type: DAT_VA_TYPE,
-    pub mr: backend::Mr,
+    pub mr: T::Mr,
     /// RMRs bound into this region; it cannot be freed while any are.
     pub windows: std::sync::atomic::AtomicUsize,
 }
 
 // DAT_REGION_DESCRIPTION is a union of pointers kept only to hand back in queries.
-unsafe impl Send for Lmr {}
-unsafe impl Sync for Lmr {}
+unsafe impl<T: Provider> Send for Lmr<T> {}
+unsafe impl<T: Provider> Sync for Lmr<T> {}
 
 /// Abrupt IA close frees LMRs before the PZs they hold.
 pub const RANK: u8 = 5;
 
-static POOL: Pool<Lmr> = Pool::new();
 
-impl Object for Lmr {
+impl<T: Provider> Object for Lmr<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_LMR;
     const INVALID: u32 = DAT_INVALID_HANDLE_LMR;
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn create(
+pub unsafe extern "C" fn create<T: Provider>(
     ia_h: DAT_IA_HANDLE,
     mem_type: DAT_MEM_TYPE,
     region: DAT_REGION_DESCRIPTION,
@@ -53,11 +54,11 @@ pub unsafe extern "C" fn create(
     reg_addr: *mut DAT_VADDR,
 ) -> DAT_RETURN {
     guard("dat_lmr_create", || {
-        let ia = match handle::get::<Ia>(ia_h) {
+        let ia = match handle::get::<Ia<T>>(ia_h) {
             Ok(ia) => ia,
             Err(e) => return e,
         };
-        let pz = match handle::get::<Pz>(pz_h) {
+        let pz = match handle::get::<Pz<T>>(pz_h) {
             Ok(pz) => pz,
             Err(e) => return e,
         };
@@ -77,7 +78,7 @@ pub unsafe extern "C" fn create(
             DAT_MEM_TYPE_LMR => {
                 // SAFETY: as above.
                 let other = unsafe { region.for_lmr_handle };
-                match handle::get::<Lmr>(other) {
+                match handle::get::<Lmr<T>>(other) {
                     Ok(o) if len <= o.len => o.addr as *mut libc::c_void,
                     Ok(_) => return error(DAT_LENGTH_ERROR, 0),
                     Err(_) => return invalid_arg(DAT_INVALID_ARG3),
@@ -101,7 +102,7 @@ pub unsafe extern "C" fn create(
         };
         let (lkey, rkey) = (mr.lkey(), mr.rkey());
         pz.users.fetch_add(1, Ordering::AcqRel);
-        let h = POOL.insert(Lmr {
+        let h = handle::insert(Lmr {
             pz,
             pz_handle: pz_h as usize,
             mem_type,
@@ -113,7 +114,7 @@ pub unsafe extern "C" fn create(
             mr,
             windows: std::sync::atomic::AtomicUsize::new(0),
         }, ia.table());
-        ia.adopt(h, RANK, destroy);
+        ia.adopt(h, RANK, destroy::<T>);
         ia.counters.add(DCNT_IA_MEM_ALLOC, 1);
         ia.counters.add(DCNT_IA_MEM_ALLOC_DATA, len as u64);
         // SAFETY: each out-pointer is the consumer's; optional ones null-checked.
@@ -136,26 +137,26 @@ pub unsafe extern "C" fn create(
     })
 }
 
-impl Lmr {
+impl<T: Provider> Lmr<T> {
     /// True when [addr, addr+len) lies inside this region.
     pub fn contains(&self, addr: u64, len: u64) -> bool {
         addr >= self.addr && addr.checked_add(len).is_some_and(|end| end <= self.addr + self.len)
     }
 }
 
-fn destroy(h: DAT_HANDLE) {
-    if let Ok(lmr) = handle::get::<Lmr>(h) {
+fn destroy<T: Provider>(h: DAT_HANDLE) {
+    if let Ok(lmr) = handle::get::<Lmr<T>>(h) {
         let pz = lmr.pz;
         pz.ia.disown(h);
-        if POOL.remove(h) {
+        if handle::remove::<Lmr<T>>(h) {
             pz.users.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
-pub unsafe extern "C" fn query(h: DAT_LMR_HANDLE, _mask: DAT_LMR_PARAM_MASK, out: *mut DAT_LMR_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn query<T: Provider>(h: DAT_LMR_HANDLE, _mask: DAT_LMR_PARAM_MASK, out: *mut DAT_LMR_PARAM) -> DAT_RETURN {
     guard("dat_lmr_query", || {
-        let lmr = match handle::get::<Lmr>(h) {
+        let lmr = match handle::get::<Lmr<T>>(h) {
             Ok(l) => l,
             Err(e) => return e,
         };
@@ -176,15 +177,15 @@ pub unsafe extern "C" fn query(h: DAT_LMR_HANDLE, _mask: DAT_LMR_PARAM_MASK, out
     })
 }
 
-pub unsafe extern "C" fn free(h: DAT_LMR_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn free<T: Provider>(h: DAT_LMR_HANDLE) -> DAT_RETURN {
     guard("dat_lmr_free", || {
-        match handle::get::<Lmr>(h) {
+        match handle::get::<Lmr<T>>(h) {
             Err(e) => e,
             Ok(l) if l.windows.load(Ordering::Acquire) != 0 => {
                 dat_abi::status::invalid_state(DAT_INVALID_STATE_LMR_IN_USE)
             }
             Ok(_) => {
-                destroy(h);
+                destroy::<T>(h);
                 DAT_SUCCESS
             }
         }
@@ -193,8 +194,8 @@ pub unsafe extern "C" fn free(h: DAT_LMR_HANDLE) -> DAT_RETURN {
 
 /// The memory on the hosts we run on is coherent with the adapter, so there
 /// is nothing to flush; the arguments are still checked.
-fn sync(ia_h: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
-    if let Err(e) = handle::get::<Ia>(ia_h) {
+fn sync<T: Provider>(ia_h: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
+    if let Err(e) = handle::get::<Ia<T>>(ia_h) {
         return e;
     }
     if iov.is_null() && n != 0 {
@@ -203,10 +204,10 @@ fn sync(ia_h: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RE
     DAT_SUCCESS
 }
 
-pub unsafe extern "C" fn sync_rdma_read(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
-    guard("dat_lmr_sync_rdma_read", || sync(ia, iov, n))
+pub unsafe extern "C" fn sync_rdma_read<T: Provider>(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
+    guard("dat_lmr_sync_rdma_read", || sync::<T>(ia, iov, n))
 }
 
-pub unsafe extern "C" fn sync_rdma_write(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
-    guard("dat_lmr_sync_rdma_write", || sync(ia, iov, n))
+pub unsafe extern "C" fn sync_rdma_write<T: Provider>(ia: DAT_IA_HANDLE, iov: *const DAT_LMR_TRIPLET, n: DAT_VLEN) -> DAT_RETURN {
+    guard("dat_lmr_sync_rdma_write", || sync::<T>(ia, iov, n))
 }

@@ -5,22 +5,22 @@
 //! EP's ring, the SGEs built on the stack and one backend post. No lock, no
 //! allocation, no syscall (rxe and real HCAs post from user space).
 
+use crate::state::{Provider, Upcalls};
 use crate::dto::Ring;
 use crate::evd::{self, Evd};
-use crate::handle::{self, Object, Pool};
+use crate::handle::{self, Object};
 use crate::ia::Ia;
 use crate::pz::Pz;
-use crate::backend::{self, Active, ConnId, ConnIdOps, DeviceOps, IdSlot, QpCaps, QpOps, SendOp, SendRequest, Transport};
+use crate::backend::{Completion, CompletionKind, ConnIdOps, DeviceOps, IdSlot, QpCaps, QpOps, SendOp, SendRequest};
+use crate::counters;
+use crate::sge::{MAX_IOV, SgeList};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
-/// Most SGEs one post may carry; the device limit is usually lower.
-pub const MAX_IOV: usize = 32;
-
-pub struct Ep {
-    pub ia: &'static Ia,
+pub struct Ep<T: Provider> {
+    pub ia: &'static Ia<T>,
     ia_handle: usize,
     pz: AtomicUsize,
     recv_evd: AtomicUsize,
@@ -30,14 +30,14 @@ pub struct Ep {
     attr: Mutex<DAT_EP_ATTR>,
     pub state: AtomicU32,
     /// The live QP for posting (null while unconfigured); `qp` owns it.
-    qp_ptr: AtomicPtr<backend::Qp>,
-    qp: Mutex<Option<Box<backend::Qp>>>,
+    qp_ptr: AtomicPtr<T::Qp>,
+    qp: Mutex<Option<Box<T::Qp>>>,
     send_ring: Mutex<Option<Ring>>,
     recv_ring: Mutex<Option<Ring>>,
     /// Raw pointers to the rings for the post path, valid while `qp_ptr` is.
     send_ring_ptr: AtomicPtr<Ring>,
     recv_ring_ptr: AtomicPtr<Ring>,
-    pub cm_id: IdSlot,
+    pub cm_id: IdSlot<T>,
     pub remote: Mutex<libc::sockaddr_storage>,
     pub remote_port: AtomicU32,
     local_port: AtomicU32,
@@ -54,23 +54,23 @@ pub struct Ep {
 
 // The attributes carry the consumer's provider-specific pointers, handed
 // back only; all shared state is behind atomics or locks.
-unsafe impl Send for Ep {}
-unsafe impl Sync for Ep {}
+unsafe impl<T: Provider> Send for Ep<T> {}
+unsafe impl<T: Provider> Sync for Ep<T> {}
 
 pub const RANK: u8 = 8;
 
-static POOL: Pool<Ep> = Pool::new();
 
-impl Object for Ep {
+impl<T: Provider> Object for Ep<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_EP;
     const INVALID: u32 = DAT_INVALID_HANDLE_EP;
 }
 
-pub fn get(h: DAT_EP_HANDLE) -> Result<&'static Ep, DAT_RETURN> {
-    handle::get::<Ep>(h)
+pub fn get<T: Provider>(h: DAT_EP_HANDLE) -> Result<&'static Ep<T>, DAT_RETURN> {
+    handle::get::<Ep<T>>(h)
 }
 
-fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
+fn default_attr<T: Provider>(ia: &Ia<T>) -> DAT_EP_ATTR {
     let d = ia.device.limits();
     DAT_EP_ATTR {
         service_type: DAT_SERVICE_TYPE_RC,
@@ -96,7 +96,7 @@ fn default_attr(ia: &Ia) -> DAT_EP_ATTR {
 }
 
 /// Checks requested EP attributes against the device; minor = the argument.
-fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, minor: u32) -> Result<(), DAT_RETURN> {
+fn check_attr<T: Provider>(ia: &Ia<T>, a: &DAT_EP_ATTR, minor: u32) -> Result<(), DAT_RETURN> {
     let d = ia.device.limits();
     // A datagram must fit in one packet of the port's MTU.
     let mtu = u64::from(d.mtu);
@@ -114,7 +114,7 @@ fn check_attr(ia: &Ia, a: &DAT_EP_ATTR, minor: u32) -> Result<(), DAT_RETURN> {
     if ok { Ok(()) } else { Err(invalid_arg(minor)) }
 }
 
-impl Ep {
+impl<T: Provider> Ep<T> {
     /// Creates the QP once a PZ and the DTO EVDs are known.
     fn configure(&self, h: DAT_EP_HANDLE) -> Result<(), DAT_RETURN> {
         let pz_h = self.pz.load(Ordering::Acquire);
@@ -123,8 +123,8 @@ impl Ep {
         if pz_h == 0 || (recv == 0 && req == 0) {
             return Ok(());
         }
-        let pz = handle::get::<Pz>(pz_h as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_PZ))?;
-        let cq_of = |e: usize| handle::get::<Evd>(e as DAT_HANDLE).ok().and_then(|e| e.cq.as_ref());
+        let pz = handle::get::<Pz<T>>(pz_h as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_PZ))?;
+        let cq_of = |e: usize| handle::get::<Evd<T>>(e as DAT_HANDLE).ok().and_then(|e| e.cq.as_ref());
         let recv_cq = cq_of(recv).or(cq_of(req)).ok_or(invalid_handle(DAT_INVALID_HANDLE_EVD_RECV))?;
         let send_cq = cq_of(req).or(cq_of(recv)).ok_or(invalid_handle(DAT_INVALID_HANDLE_EVD_REQUEST))?;
         let attr = *self.attr.lock().unwrap_or_else(|e| e.into_inner());
@@ -142,7 +142,7 @@ impl Ep {
         let srq = if self.srq == 0 {
             None
         } else {
-            Some(&crate::srq::get(self.srq as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_SRQ))?.srq)
+            Some(&crate::srq::get::<T>(self.srq as DAT_HANDLE).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_SRQ))?.srq)
         };
         let qp = self.ia.device.create_qp(&pz.pd, send_cq, recv_cq, srq, &caps, h).map_err(|e| {
             log::warn!("creating a QP: {e}");
@@ -162,9 +162,9 @@ impl Ep {
         *rr = Some(recvr);
         self.send_ring_ptr.store(sr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
         self.recv_ring_ptr.store(rr.as_ref().unwrap() as *const Ring as *mut Ring, Ordering::Release);
-        self.qp_ptr.store(&*qp as *const backend::Qp as *mut backend::Qp, Ordering::Release);
+        self.qp_ptr.store(&*qp as *const T::Qp as *mut T::Qp, Ordering::Release);
         if self.srq != 0 {
-            crate::srq::map_qp(qp.num(), h as usize);
+            crate::dto::map_qp::<T>(qp.num(), h as usize);
         }
         *self.qp.lock().unwrap_or_else(|e| e.into_inner()) = Some(qp);
         self.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
@@ -173,7 +173,7 @@ impl Ep {
     }
 
     /// Notes the port of the connection's local end, for dat_ep_query.
-    pub fn record_local_port(&self, id: &ConnId) {
+    pub fn record_local_port(&self, id: &T::ConnId) {
         let port = id.local_port();
         self.local_port.store(port as u32, Ordering::Release);
     }
@@ -183,8 +183,8 @@ impl Ep {
     }
 
     /// The EP's protection zone, for address handles.
-    pub fn pz(&self) -> Option<&'static Pz> {
-        handle::get::<Pz>(self.pz.load(Ordering::Acquire) as DAT_HANDLE).ok()
+    pub fn pz(&self) -> Option<&'static Pz<T>> {
+        handle::get::<Pz<T>>(self.pz.load(Ordering::Acquire) as DAT_HANDLE).ok()
     }
 
     pub fn uses_srq(&self) -> bool {
@@ -195,7 +195,7 @@ impl Ep {
         self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_deref().map(|q| q.num())
     }
 
-    pub fn with_qp<R>(&self, f: impl FnOnce(&backend::Qp) -> R) -> Option<R> {
+    pub fn with_qp<R>(&self, f: impl FnOnce(&T::Qp) -> R) -> Option<R> {
         self.qp.lock().unwrap_or_else(|e| e.into_inner()).as_deref().map(f)
     }
 
@@ -207,7 +207,7 @@ impl Ep {
     /// Posts a connection-stream event to this EP's connection EVD.
     pub fn post_conn_event(&self, me: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) {
         let evd_h = self.conn_evd.load(Ordering::Acquire) as DAT_EVD_HANDLE;
-        let Ok(evd) = handle::get::<Evd>(evd_h) else {
+        let Ok(evd) = handle::get::<Evd<T>>(evd_h) else {
             log::warn!("EP {me:p}: connection event {number:#x} with no connection EVD");
             return;
         };
@@ -236,8 +236,8 @@ impl Ep {
 /// After an error completion on a connected RC EP: the EP is broken, the
 /// consumer hears so on its connection EVD, and the peer is told.
 #[cold]
-pub fn break_on_error(h: usize) {
-    let Ok(ep) = get(h as DAT_HANDLE) else { return };
+pub fn break_on_error<T: Provider>(h: usize) {
+    let Ok(ep) = get::<T>(h as DAT_HANDLE) else { return };
     if ep.ud.load(Ordering::Acquire) {
         return;
     }
@@ -254,7 +254,7 @@ pub fn break_on_error(h: usize) {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn create_ep(
+pub fn create_ep<T: Provider>(
     ia_h: DAT_IA_HANDLE,
     pz_h: DAT_PZ_HANDLE,
     recv_h: DAT_EVD_HANDLE,
@@ -263,24 +263,24 @@ pub fn create_ep(
     srq_h: DAT_SRQ_HANDLE,
     attr: *const DAT_EP_ATTR,
 ) -> Result<DAT_EP_HANDLE, DAT_RETURN> {
-    let ia = handle::get::<Ia>(ia_h)?;
+    let ia = handle::get::<Ia<T>>(ia_h)?;
     let pz = if pz_h.is_null() {
         None
     } else {
-        let pz = handle::get::<Pz>(pz_h)?;
+        let pz = handle::get::<Pz<T>>(pz_h)?;
         if !std::ptr::eq(pz.ia, ia) {
             return Err(invalid_handle(DAT_INVALID_HANDLE_PZ));
         }
         Some(pz)
     };
-    let opt_evd = |h: DAT_EVD_HANDLE, flag, minor| -> Result<Option<&'static Evd>, DAT_RETURN> {
+    let opt_evd = |h: DAT_EVD_HANDLE, flag, minor| -> Result<Option<&'static Evd<T>>, DAT_RETURN> {
         if h.is_null() {
             return Ok(None);
         }
         // A DTO EVD of another IA would tie this EP's QP to a CQ of another
         // device context. A connection EVD is only a software queue, and
         // dapltest's limit test shares one across IAs, as DAPL allows.
-        match evd::require(h, flag, minor)? {
+        match evd::require::<T>(h, flag, minor)? {
             e if flag != DAT_EVD_DTO_FLAG || std::ptr::eq(e.ia, ia) => Ok(Some(e)),
             _ => Err(invalid_handle(minor)),
         }
@@ -291,7 +291,7 @@ pub fn create_ep(
     let srq = if srq_h.is_null() {
         None
     } else {
-        match crate::srq::get(srq_h) {
+        match crate::srq::get::<T>(srq_h) {
             Ok(s) if std::ptr::eq(s.ia, ia) => Some(s),
             _ => return Err(invalid_handle(DAT_INVALID_HANDLE_SRQ)),
         }
@@ -299,12 +299,12 @@ pub fn create_ep(
     // SAFETY: null-checked consumer attributes, copied.
     let attr = match unsafe { attr.as_ref() } {
         Some(a) => {
-            check_attr(ia, a, DAT_INVALID_ARG6)?;
+            check_attr::<T>(ia, a, DAT_INVALID_ARG6)?;
             *a
         }
-        None => default_attr(ia),
+        None => default_attr::<T>(ia),
     };
-    let h = POOL.insert(Ep {
+    let h = handle::insert(Ep {
         ia,
         ia_handle: ia_h as usize,
         pz: AtomicUsize::new(pz_h as usize),
@@ -331,9 +331,9 @@ pub fn create_ep(
         ud: AtomicBool::new(false),
         counters: crate::counters::Counters::new(),
     }, ia.table());
-    let ep = get(h).expect("just created");
+    let ep = get::<T>(h).expect("just created");
     if let Err(e) = ep.configure(h) {
-        POOL.remove(h);
+        handle::remove::<Ep<T>>(h);
         return Err(e);
     }
     for e in [recv, req, conn].into_iter().flatten() {
@@ -345,11 +345,11 @@ pub fn create_ep(
     if let Some(s) = srq {
         s.users.fetch_add(1, Ordering::AcqRel);
     }
-    ia.adopt(h, RANK, destroy);
+    ia.adopt(h, RANK, destroy::<T>);
     Ok(h)
 }
 
-pub unsafe extern "C" fn create(
+pub unsafe extern "C" fn create<T: Provider>(
     ia_h: DAT_IA_HANDLE,
     pz_h: DAT_PZ_HANDLE,
     recv_h: DAT_EVD_HANDLE,
@@ -362,7 +362,7 @@ pub unsafe extern "C" fn create(
         if out.is_null() {
             return invalid_arg(DAT_INVALID_ARG7);
         }
-        match create_ep(ia_h, pz_h, recv_h, req_h, conn_h, std::ptr::null_mut(), attr) {
+        match create_ep::<T>(ia_h, pz_h, recv_h, req_h, conn_h, std::ptr::null_mut(), attr) {
             Ok(h) => {
                 // SAFETY: checked non-null.
                 unsafe { *out = h };
@@ -373,55 +373,55 @@ pub unsafe extern "C" fn create(
     })
 }
 
-pub fn destroy(h: DAT_HANDLE) {
-    let Ok(ep) = get(h) else { return };
+pub fn destroy<T: Provider>(h: DAT_HANDLE) {
+    let Ok(ep) = get::<T>(h) else { return };
     ep.ia.disown(h);
     let users: Vec<usize> = [&ep.recv_evd, &ep.req_evd, &ep.conn_evd].iter().map(|a| a.load(Ordering::Acquire)).collect();
     let pz = ep.pz.load(Ordering::Acquire);
     let srq = ep.srq;
     if srq != 0 {
         if let Some(n) = ep.qp_num() {
-            crate::srq::unmap_qp(n);
+            crate::dto::unmap_qp::<T>(n);
         }
     }
     let id = ep.cm_id.take();
     ep.qp_ptr.store(std::ptr::null_mut(), Ordering::Release);
-    crate::ud::forget_ep(h);
+    <T::Up as Upcalls<T>>::ep_freed(h);
     if let Some(id) = id {
         // A disconnect request is best effort.
         let _ = id.disconnect();
     }
-    if crate::connection::quiesced(|| POOL.remove(h)) {
+    if crate::quiesce::quiesced::<T, _>(|| handle::remove::<Ep<T>>(h)) {
         if let Some(id) = id {
             id.destroy();
         }
         for e in users.into_iter().filter(|&e| e != 0) {
-            if let Ok(evd) = handle::get::<Evd>(e as DAT_HANDLE) {
+            if let Ok(evd) = handle::get::<Evd<T>>(e as DAT_HANDLE) {
                 evd.users.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        if let Ok(pz) = handle::get::<Pz>(pz as DAT_HANDLE) {
+        if let Ok(pz) = handle::get::<Pz<T>>(pz as DAT_HANDLE) {
             pz.users.fetch_sub(1, Ordering::AcqRel);
         }
-        if let Ok(s) = crate::srq::get(srq as DAT_HANDLE) {
+        if let Ok(s) = crate::srq::get::<T>(srq as DAT_HANDLE) {
             s.users.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
-pub unsafe extern "C" fn free(h: DAT_EP_HANDLE) -> DAT_RETURN {
-    guard("dat_ep_free", || match get(h) {
+pub unsafe extern "C" fn free<T: Provider>(h: DAT_EP_HANDLE) -> DAT_RETURN {
+    guard("dat_ep_free", || match get::<T>(h) {
         Ok(_) => {
-            destroy(h);
+            destroy::<T>(h);
             DAT_SUCCESS
         }
         Err(e) => e,
     })
 }
 
-pub unsafe extern "C" fn query(h: DAT_EP_HANDLE, _mask: DAT_EP_PARAM_MASK, out: *mut DAT_EP_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn query<T: Provider>(h: DAT_EP_HANDLE, _mask: DAT_EP_PARAM_MASK, out: *mut DAT_EP_PARAM) -> DAT_RETURN {
     guard("dat_ep_query", || {
-        let ep = match get(h) {
+        let ep = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -443,9 +443,9 @@ pub unsafe extern "C" fn query(h: DAT_EP_HANDLE, _mask: DAT_EP_PARAM_MASK, out: 
     })
 }
 
-pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_EP_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn modify<T: Provider>(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param: *const DAT_EP_PARAM) -> DAT_RETURN {
     guard("dat_ep_modify", || {
-        let ep = match get(h) {
+        let ep = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -461,7 +461,7 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
             return invalid_arg(DAT_INVALID_ARG2);
         }
         if mask & DAT_EP_FIELD_EP_ATTR_ALL as DAT_EP_PARAM_MASK != 0 {
-            if let Err(e) = check_attr(ep.ia, &p.ep_attr, DAT_INVALID_ARG3) {
+            if let Err(e) = check_attr::<T>(ep.ia, &p.ep_attr, DAT_INVALID_ARG3) {
                 return e;
             }
         }
@@ -472,23 +472,23 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
         }
         let swap = |slot: &AtomicUsize, new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
             if !new.is_null() {
-                let e = evd::require(new, flag, minor)?;
+                let e = evd::require::<T>(new, flag, minor)?;
                 if flag == DAT_EVD_DTO_FLAG && !std::ptr::eq(e.ia, ep.ia) {
                     return Err(invalid_handle(minor));
                 }
                 e.users.fetch_add(1, Ordering::AcqRel);
             }
             let old = slot.swap(new as usize, Ordering::AcqRel);
-            if let Ok(e) = handle::get::<Evd>(old as DAT_HANDLE) {
+            if let Ok(e) = handle::get::<Evd<T>>(old as DAT_HANDLE) {
                 e.users.fetch_sub(1, Ordering::AcqRel);
             }
             Ok(())
         };
         let r = (|| {
             if mask & DAT_EP_FIELD_PZ_HANDLE as DAT_EP_PARAM_MASK != 0 {
-                let pz = handle::get::<Pz>(p.pz_handle).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_PZ))?;
+                let pz = handle::get::<Pz<T>>(p.pz_handle).map_err(|_| invalid_handle(DAT_INVALID_HANDLE_PZ))?;
                 pz.users.fetch_add(1, Ordering::AcqRel);
-                if let Ok(old) = handle::get::<Pz>(ep.pz.swap(p.pz_handle as usize, Ordering::AcqRel) as DAT_HANDLE) {
+                if let Ok(old) = handle::get::<Pz<T>>(ep.pz.swap(p.pz_handle as usize, Ordering::AcqRel) as DAT_HANDLE) {
                     old.users.fetch_sub(1, Ordering::AcqRel);
                 }
             }
@@ -514,43 +514,6 @@ pub unsafe extern "C" fn modify(h: DAT_EP_HANDLE, mask: DAT_EP_PARAM_MASK, param
             Err(e) => e,
         }
     })
-}
-
-/// A post's SGE list on the stack. Left uninitialised past the entries a
-/// post fills: clearing all 32 would cost a 512-byte memset per post.
-pub struct SgeList([std::mem::MaybeUninit<backend::Sge>; MAX_IOV]);
-
-impl SgeList {
-    #[inline]
-    pub fn new() -> Self {
-        SgeList([const { std::mem::MaybeUninit::uninit() }; MAX_IOV])
-    }
-
-    /// Fills the list from the consumer's triplets: (count, total bytes), or
-    /// None if the count or the triplet pointer is bad.
-    #[inline]
-    pub fn fill(&mut self, n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET) -> Option<(usize, u64)> {
-        if n < 0 || n as usize > MAX_IOV || (n > 0 && iov.is_null()) {
-            return None;
-        }
-        let mut total = 0u64;
-        for (i, slot) in self.0.iter_mut().enumerate().take(n as usize) {
-            // SAFETY: the consumer gave n triplets at iov.
-            let t = unsafe { &*iov.add(i) };
-            slot.write(Active::sge(t.virtual_address, t.segment_length, t.lmr_context));
-            total += t.segment_length as u64;
-        }
-        Some((n as usize, total))
-    }
-
-    /// The first `count` entries, which `fill` wrote.
-    #[inline]
-    pub fn as_slice(&self, count: usize) -> &[backend::Sge] {
-        let count = count.min(MAX_IOV);
-        // SAFETY: fill initialised the first `count` entries (callers pass
-        // what it returned), and MaybeUninit<T> has T's layout.
-        unsafe { std::slice::from_raw_parts(self.0.as_ptr() as *const backend::Sge, count) }
-    }
 }
 
 /// The DAT_INVALID_STATE minor for posting on an EP in state `s`.
@@ -600,7 +563,7 @@ impl<'a> Request<'a> {
 }
 
 #[inline]
-pub fn post_request(
+pub fn post_request<T: Provider>(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
     iov: *const DAT_LMR_TRIPLET,
@@ -608,7 +571,7 @@ pub fn post_request(
     req: &Request,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let ep = match get(h) {
+    let ep = match get::<T>(h) {
         Ok(e) => e,
         Err(e) => return e,
     };
@@ -627,7 +590,7 @@ pub fn post_request(
         Ok(q) => q,
         Err(e) => return e,
     };
-    let mut list = SgeList::new();
+    let mut list = SgeList::<T>::new();
     let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
     // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
     let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.send.remote.map_or(0, |r| r.rmr_context));
@@ -643,10 +606,10 @@ pub fn post_request(
     }
 }
 
-impl Ep {
+impl<T: Provider> Ep<T> {
     /// The QP and ring to post sends on, or why the EP has none yet.
     #[inline]
-    fn send_queue(&self) -> Result<(&backend::Qp, &Ring), DAT_RETURN> {
+    fn send_queue(&self) -> Result<(&T::Qp, &Ring), DAT_RETURN> {
         let qp = self.qp_ptr.load(Ordering::Acquire);
         let ring = self.send_ring_ptr.load(Ordering::Acquire);
         if qp.is_null() || ring.is_null() {
@@ -665,12 +628,12 @@ impl Ep {
         owner: usize,
         cookie: u64,
         signaled: bool,
-        post: impl FnOnce(&backend::Qp, u64, bool) -> Result<(), i32>,
+        post: impl FnOnce(&T::Qp, u64, bool) -> Result<(), i32>,
     ) -> Result<(), DAT_RETURN> {
         if !may_post(self.state.load(Ordering::Acquire)) {
             return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
         }
-        let req = handle::get::<Evd>(self.req_evd.load(Ordering::Acquire) as DAT_HANDLE)
+        let req = handle::get::<Evd<T>>(self.req_evd.load(Ordering::Acquire) as DAT_HANDLE)
             .map_err(|_| invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST))?;
         if req.flags & DAT_EVD_RMR_BIND_FLAG == 0 {
             return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
@@ -690,7 +653,7 @@ impl Ep {
             return Err(invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
         }
         let req_h = self.req_evd.load(Ordering::Acquire) as DAT_HANDLE;
-        let req = handle::get::<Evd>(req_h).map_err(|_| invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST))?;
+        let req = handle::get::<Evd<T>>(req_h).map_err(|_| invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST))?;
         if req.flags & DAT_EVD_RMR_BIND_FLAG == 0 {
             return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
         }
@@ -709,19 +672,19 @@ impl Ep {
     }
 }
 
-pub unsafe extern "C" fn post_send(
+pub unsafe extern "C" fn post_send<T: Provider>(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
     iov: *mut DAT_LMR_TRIPLET,
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard("dat_ep_post_send", || post_request(h, n, iov, cookie, &Request::plain(SendOp::Send, DAT_DTO_SEND), flags))
+    guard("dat_ep_post_send", || post_request::<T>(h, n, iov, cookie, &Request::plain(SendOp::Send, DAT_DTO_SEND), flags))
 }
 
 /// RDMA read and write differ only in opcode and DTO type.
 #[allow(clippy::too_many_arguments)]
-fn post_rdma(
+fn post_rdma<T: Provider>(
     name: &str,
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
@@ -735,11 +698,11 @@ fn post_rdma(
     guard(name, || {
         // SAFETY: null-checked consumer triplet.
         let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
-        post_request(h, n, iov, cookie, &Request::new(SendRequest { remote: Some(r), ..SendRequest::plain(kind) }, op), flags)
+        post_request::<T>(h, n, iov, cookie, &Request::new(SendRequest { remote: Some(r), ..SendRequest::plain(kind) }, op), flags)
     })
 }
 
-pub unsafe extern "C" fn post_rdma_write(
+pub unsafe extern "C" fn post_rdma_write<T: Provider>(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
     iov: *mut DAT_LMR_TRIPLET,
@@ -747,10 +710,10 @@ pub unsafe extern "C" fn post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    post_rdma("dat_ep_post_rdma_write", h, n, iov, cookie, remote, SendOp::RdmaWrite, DAT_DTO_RDMA_WRITE, flags)
+    post_rdma::<T>("dat_ep_post_rdma_write", h, n, iov, cookie, remote, SendOp::RdmaWrite, DAT_DTO_RDMA_WRITE, flags)
 }
 
-pub unsafe extern "C" fn post_rdma_read(
+pub unsafe extern "C" fn post_rdma_read<T: Provider>(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
     iov: *mut DAT_LMR_TRIPLET,
@@ -758,10 +721,10 @@ pub unsafe extern "C" fn post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    post_rdma("dat_ep_post_rdma_read", h, n, iov, cookie, remote, SendOp::RdmaRead, DAT_DTO_RDMA_READ, flags)
+    post_rdma::<T>("dat_ep_post_rdma_read", h, n, iov, cookie, remote, SendOp::RdmaRead, DAT_DTO_RDMA_READ, flags)
 }
 
-pub unsafe extern "C" fn post_recv(
+pub unsafe extern "C" fn post_recv<T: Provider>(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
     iov: *mut DAT_LMR_TRIPLET,
@@ -769,7 +732,7 @@ pub unsafe extern "C" fn post_recv(
     _flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
     guard("dat_ep_post_recv", || {
-        let ep = match get(h) {
+        let ep = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -782,7 +745,7 @@ pub unsafe extern "C" fn post_recv(
         if qp.is_null() || ring.is_null() {
             return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED);
         }
-        let mut list = SgeList::new();
+        let mut list = SgeList::<T>::new();
         let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
         // SAFETY: the ring lives as long as the QP.
         let ring = unsafe { &*ring };
@@ -802,14 +765,14 @@ pub unsafe extern "C" fn post_recv(
     })
 }
 
-pub unsafe extern "C" fn get_status(
+pub unsafe extern "C" fn get_status<T: Provider>(
     h: DAT_EP_HANDLE,
     state: *mut DAT_EP_STATE,
     recv_idle: *mut DAT_BOOLEAN,
     req_idle: *mut DAT_BOOLEAN,
 ) -> DAT_RETURN {
     guard("dat_ep_get_status", || {
-        let ep = match get(h) {
+        let ep = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -832,9 +795,9 @@ pub unsafe extern "C" fn get_status(
     })
 }
 
-pub unsafe extern "C" fn reset(h: DAT_EP_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn reset<T: Provider>(h: DAT_EP_HANDLE) -> DAT_RETURN {
     guard("dat_ep_reset", || {
-        let ep = match get(h) {
+        let ep = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -871,9 +834,9 @@ pub unsafe extern "C" fn reset(h: DAT_EP_HANDLE) -> DAT_RETURN {
     })
 }
 
-pub unsafe extern "C" fn recv_query(h: DAT_EP_HANDLE, nbufs: *mut DAT_COUNT, bufsize: *mut DAT_COUNT) -> DAT_RETURN {
+pub unsafe extern "C" fn recv_query<T: Provider>(h: DAT_EP_HANDLE, nbufs: *mut DAT_COUNT, bufsize: *mut DAT_COUNT) -> DAT_RETURN {
     guard("dat_ep_recv_query", || {
-        let ep = match get(h) {
+        let ep = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -893,7 +856,7 @@ pub unsafe extern "C" fn recv_query(h: DAT_EP_HANDLE, nbufs: *mut DAT_COUNT, buf
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn create_with_srq(
+pub unsafe extern "C" fn create_with_srq<T: Provider>(
     ia_h: DAT_IA_HANDLE,
     pz_h: DAT_PZ_HANDLE,
     recv_h: DAT_EVD_HANDLE,
@@ -910,7 +873,7 @@ pub unsafe extern "C" fn create_with_srq(
         if out.is_null() {
             return invalid_arg(DAT_INVALID_ARG8);
         }
-        match create_ep(ia_h, pz_h, recv_h, req_h, conn_h, srq_h, attr) {
+        match create_ep::<T>(ia_h, pz_h, recv_h, req_h, conn_h, srq_h, attr) {
             Ok(h) => {
                 // SAFETY: checked non-null.
                 unsafe { *out = h };
@@ -921,9 +884,9 @@ pub unsafe extern "C" fn create_with_srq(
     })
 }
 
-pub unsafe extern "C" fn set_watermark(h: DAT_EP_HANDLE, soft: DAT_COUNT, hard: DAT_COUNT) -> DAT_RETURN {
+pub unsafe extern "C" fn set_watermark<T: Provider>(h: DAT_EP_HANDLE, soft: DAT_COUNT, hard: DAT_COUNT) -> DAT_RETURN {
     guard("dat_ep_set_watermark", || {
-        let ep = match get(h) {
+        let ep = match get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -937,4 +900,33 @@ pub unsafe extern "C" fn set_watermark(h: DAT_EP_HANDLE, soft: DAT_COUNT, hard: 
         ep.attr.lock().unwrap_or_else(|e| e.into_inner()).srq_soft_hw = soft;
         DAT_SUCCESS
     })
+}
+
+impl<T: Provider> Ep<T> {
+    #[inline(always)]
+    pub fn count_post(&self, op: &SendOp, ud: bool, bytes: u64) {
+        let (i, data) = counters::ep_post(op, ud);
+        self.counters.bump(i, 1);
+        if data {
+            self.counters.bump(i + 1, bytes);
+        }
+    }
+}
+
+/// Counts a successful receive completion on its EP, by what filled it.
+/// Runs on the thread reaping the EVD, the one writer of these counters.
+#[inline]
+pub fn received<T: Provider>(owner: usize, wc: &Completion, ud: bool) {
+    let Ok(ep) = get::<T>(owner as DAT_HANDLE) else { return };
+    let i = if wc.kind == CompletionKind::RecvRdmaWithImm {
+        DCNT_EP_RECV_RDMA_IMM
+    } else if ud {
+        DCNT_EP_RECV_UD
+    } else if wc.imm.is_some() {
+        DCNT_EP_RECV_IMM
+    } else {
+        DCNT_EP_RECV
+    };
+    ep.counters.bump(i, 1);
+    ep.counters.bump(i + 1, u64::from(wc.byte_len));
 }

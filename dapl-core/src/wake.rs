@@ -115,7 +115,7 @@ impl Drop for Claim<'_> {
 }
 
 /// When a DAT wait with a timeout in microseconds must give up.
-pub struct Deadline(Option<std::time::Instant>);
+pub(crate) struct Deadline(Option<std::time::Instant>);
 
 impl Deadline {
     pub fn new(timeout_us: dat_abi::DAT_TIMEOUT) -> Deadline {

@@ -1,16 +1,17 @@
 //! Protection zones: a backend protection domain.
 
-use crate::handle::{self, Object, Pool};
+use crate::state::Provider;
+use crate::handle::{self, Object};
 use crate::ia::Ia;
-use crate::backend::{self, DeviceOps};
+use crate::backend::{DeviceOps};
 use dat_abi::status::{guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub struct Pz {
-    pub ia: &'static Ia,
+pub struct Pz<T: Provider> {
+    pub ia: &'static Ia<T>,
     pub ia_handle: usize,
-    pub pd: backend::Pd,
+    pub pd: T::Pd,
     /// LMRs, RMRs, EPs and SRQs using this PZ; it cannot be freed while any do.
     pub users: AtomicUsize,
 }
@@ -18,16 +19,16 @@ pub struct Pz {
 /// Abrupt IA close frees PZs after everything that can use them.
 pub const RANK: u8 = 1;
 
-static POOL: Pool<Pz> = Pool::new();
 
-impl Object for Pz {
+impl<T: Provider> Object for Pz<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_PZ;
     const INVALID: u32 = DAT_INVALID_HANDLE_PZ;
 }
 
-pub unsafe extern "C" fn create(ia_h: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn create<T: Provider>(ia_h: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) -> DAT_RETURN {
     guard("dat_pz_create", || {
-        let ia = match handle::get::<Ia>(ia_h) {
+        let ia = match handle::get::<Ia<T>>(ia_h) {
             Ok(ia) => ia,
             Err(e) => return e,
         };
@@ -41,24 +42,24 @@ pub unsafe extern "C" fn create(ia_h: DAT_IA_HANDLE, out: *mut DAT_PZ_HANDLE) ->
                 return no_resources(DAT_RESOURCE_PROTECTION_DOMAIN);
             }
         };
-        let h = POOL.insert(Pz { ia, ia_handle: ia_h as usize, pd, users: AtomicUsize::new(0) }, ia.table());
-        ia.adopt(h, RANK, destroy);
+        let h = handle::insert(Pz { ia, ia_handle: ia_h as usize, pd, users: AtomicUsize::new(0) }, ia.table());
+        ia.adopt(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
     })
 }
 
-fn destroy(h: DAT_HANDLE) {
-    if let Ok(pz) = handle::get::<Pz>(h) {
+fn destroy<T: Provider>(h: DAT_HANDLE) {
+    if let Ok(pz) = handle::get::<Pz<T>>(h) {
         pz.ia.disown(h);
-        POOL.remove(h);
+        handle::remove::<Pz<T>>(h);
     }
 }
 
-pub unsafe extern "C" fn query(h: DAT_PZ_HANDLE, _mask: DAT_PZ_PARAM_MASK, out: *mut DAT_PZ_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn query<T: Provider>(h: DAT_PZ_HANDLE, _mask: DAT_PZ_PARAM_MASK, out: *mut DAT_PZ_PARAM) -> DAT_RETURN {
     guard("dat_pz_query", || {
-        let pz = match handle::get::<Pz>(h) {
+        let pz = match handle::get::<Pz<T>>(h) {
             Ok(pz) => pz,
             Err(e) => return e,
         };
@@ -73,16 +74,16 @@ pub unsafe extern "C" fn query(h: DAT_PZ_HANDLE, _mask: DAT_PZ_PARAM_MASK, out: 
     })
 }
 
-pub unsafe extern "C" fn free(h: DAT_PZ_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn free<T: Provider>(h: DAT_PZ_HANDLE) -> DAT_RETURN {
     guard("dat_pz_free", || {
-        let pz = match handle::get::<Pz>(h) {
+        let pz = match handle::get::<Pz<T>>(h) {
             Ok(pz) => pz,
             Err(e) => return e,
         };
         if pz.users.load(Ordering::Acquire) != 0 {
             return invalid_state(DAT_INVALID_STATE_PZ_IN_USE);
         }
-        destroy(h);
+        destroy::<T>(h);
         DAT_SUCCESS
     })
 }

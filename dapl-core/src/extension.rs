@@ -3,9 +3,11 @@
 //! the open/close query pair. csrc/extension_args.c unpacks the variadic
 //! arguments and calls in here with plain types.
 
+use crate::state::Provider;
 use crate::backend::{SendOp, SendRequest};
 use crate::ep::{self, Request};
 use crate::ia;
+use crate::open;
 use dat_abi::status::{guard, invalid_arg};
 use dat_abi::*;
 use std::os::raw::{c_char, c_int};
@@ -31,8 +33,7 @@ pub struct ExtPost {
 
 /// # Safety
 /// `p` points at the arguments the C side unpacked for this call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_post(h: DAT_HANDLE, op: c_int, p: *const ExtPost) -> DAT_RETURN {
+pub unsafe fn ext_post<T: Provider>(h: DAT_HANDLE, op: c_int, p: *const ExtPost) -> DAT_RETURN {
     guard("dat_extension_op", || {
         // SAFETY: the C caller passes its stack struct.
         let p = unsafe { &*p };
@@ -66,7 +67,7 @@ pub unsafe extern "C" fn daplibv_ext_post(h: DAT_HANDLE, op: c_int, p: *const Ex
                 } else {
                     (SendOp::FetchAdd, DAT_IB_DTO_FETCH_ADD)
                 };
-                return ep::post_request(h, 1, p.local, cookie, &Request::new(SendRequest {
+                return ep::post_request::<T>(h, 1, p.local, cookie, &Request::new(SendRequest {
                     remote: Some(r),
                     atomic: (p.cmp_add, p.swap),
                     ..SendRequest::plain(opcode)
@@ -81,14 +82,13 @@ pub unsafe extern "C" fn daplibv_ext_post(h: DAT_HANDLE, op: c_int, p: *const Ex
             }
             _ => return dat_abi::status::NOT_IMPLEMENTED,
         };
-        ep::post_request(h, p.segments, p.local, cookie, &req, p.flags)
+        ep::post_request::<T>(h, p.segments, p.local, cookie, &req, p.flags)
     })
 }
 
 /// # Safety
 /// `name` a C string; the out-pointers are the consumer's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_open_query(
+pub unsafe fn open_query<T: Provider>(
     name: *const c_char,
     ia_out: *mut DAT_IA_HANDLE,
     ia_mask: DAT_IA_ATTR_MASK,
@@ -106,13 +106,13 @@ pub unsafe extern "C" fn daplibv_ext_open_query(
         let mut async_evd: DAT_EVD_HANDLE = std::ptr::null_mut();
         // SAFETY: ia_out checked non-null; ia::open validates the rest.
         unsafe {
-            let r = ia::open(name as DAT_NAME_PTR, 8, &mut async_evd, ia_out);
+            let r = open::open::<T>(name as DAT_NAME_PTR, 8, &mut async_evd, ia_out);
             if r != DAT_SUCCESS {
                 return r;
             }
-            let r = ia::query(*ia_out, std::ptr::null_mut(), ia_mask, ia_attr, pr_mask, pr_attr);
+            let r = ia::query::<T>(*ia_out, std::ptr::null_mut(), ia_mask, ia_attr, pr_mask, pr_attr);
             if r != DAT_SUCCESS {
-                ia::close(*ia_out, DAT_CLOSE_ABRUPT_FLAG);
+                ia::close::<T>(*ia_out, DAT_CLOSE_ABRUPT_FLAG);
                 *ia_out = std::ptr::null_mut();
             }
             r
@@ -122,22 +122,19 @@ pub unsafe extern "C" fn daplibv_ext_open_query(
 
 /// # Safety
 /// Any handle value; it is validated.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_close_query(h: DAT_HANDLE) -> DAT_RETURN {
+pub unsafe fn close_query<T: Provider>(h: DAT_HANDLE) -> DAT_RETURN {
     // SAFETY: ia::close validates the handle.
-    guard("dat_ib_close_query", || unsafe { ia::close(h, DAT_CLOSE_ABRUPT_FLAG) })
+    guard("dat_ib_close_query", || unsafe { ia::close::<T>(h, DAT_CLOSE_ABRUPT_FLAG) })
 }
 
 /// # Safety
 /// Any handle values; they are validated.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_ud_cm_free(ep_h: DAT_HANDLE, cm: *mut std::ffi::c_void) -> DAT_RETURN {
-    guard("dat_ib_ud_cm_free", || crate::ud::cm_free(ep_h, cm as DAT_HANDLE))
+pub unsafe fn ud_cm_free<T: Provider>(ep_h: DAT_HANDLE, cm: *mut std::ffi::c_void) -> DAT_RETURN {
+    guard("dat_ib_ud_cm_free", || crate::ud::cm_free::<T>(ep_h, cm as DAT_HANDLE))
 }
 
 /// # Safety
 /// `ah` null or the consumer's copy of an address handle.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_ud_ah_free(ep_h: DAT_HANDLE, ah: *const DAT_IB_ADDR_HANDLE) -> DAT_RETURN {
-    guard("dat_ib_ud_ah_free", || crate::ud::ah_free(ep_h, ah))
+pub unsafe fn ud_ah_free<T: Provider>(ep_h: DAT_HANDLE, ah: *const DAT_IB_ADDR_HANDLE) -> DAT_RETURN {
+    guard("dat_ib_ud_ah_free", || crate::ud::ah_free::<T>(ep_h, ah))
 }

@@ -1,16 +1,17 @@
 //! Connection requests: an incoming connect waiting for accept or reject.
 
-use crate::backend::{Active, ConnId, ConnIdOps, ConnParams, DeviceOps, IdSlot, QpOps, Transport};
+use crate::state::Provider;
+use crate::backend::{ConnIdOps, ConnParams, DeviceOps, IdSlot, QpOps};
 use crate::ep;
-use crate::handle::{self, Object, Pool};
+use crate::handle::{self, Object};
 use crate::ia::Ia;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state};
 use dat_abi::*;
 use std::sync::atomic::Ordering;
 
-pub struct Cr {
-    pub ia: &'static Ia,
-    pub id: IdSlot,
+pub struct Cr<T: Provider> {
+    pub ia: &'static Ia<T>,
+    pub id: IdSlot<T>,
     pub pdata: Vec<u8>,
     pub remote: Box<libc::sockaddr_storage>,
     pub remote_port: u16,
@@ -20,26 +21,26 @@ pub struct Cr {
 
 pub const RANK: u8 = 10;
 
-static POOL: Pool<Cr> = Pool::new();
 
-impl Object for Cr {
+impl<T: Provider> Object for Cr<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_CR;
     const INVALID: u32 = DAT_INVALID_HANDLE_CR;
 }
 
-pub fn insert(cr: Cr) -> DAT_CR_HANDLE {
+pub fn insert<T: Provider>(cr: Cr<T>) -> DAT_CR_HANDLE {
     let ia = cr.ia;
-    let h = POOL.insert(cr, ia.table());
-    ia.adopt(h, RANK, destroy);
+    let h = handle::insert(cr, ia.table());
+    ia.adopt(h, RANK, destroy::<T>);
     h
 }
 
 /// Frees a CR; its cm id is rejected and destroyed unless an accept took it.
-pub fn destroy(h: DAT_HANDLE) {
-    let Ok(cr) = handle::get::<Cr>(h) else { return };
+pub fn destroy<T: Provider>(h: DAT_HANDLE) {
+    let Ok(cr) = handle::get::<Cr<T>>(h) else { return };
     cr.ia.disown(h);
     let id = cr.id.take();
-    if crate::connection::quiesced(|| POOL.remove(h)) && let Some(id) = id {
+    if crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h)) && let Some(id) = id {
         // A pending request nobody accepted.
         id.reject(None);
         id.destroy();
@@ -47,17 +48,17 @@ pub fn destroy(h: DAT_HANDLE) {
 }
 
 /// Removes a CR and hands back its id, neither rejected nor destroyed.
-pub fn discard(h: DAT_HANDLE) -> Option<ConnId> {
-    let cr = handle::get::<Cr>(h).ok()?;
+pub fn discard<T: Provider>(h: DAT_HANDLE) -> Option<T::ConnId> {
+    let cr = handle::get::<Cr<T>>(h).ok()?;
     cr.ia.disown(h);
     let id = cr.id.take();
-    POOL.remove(h);
+    handle::remove::<Cr<T>>(h);
     id
 }
 
-pub unsafe extern "C" fn query(h: DAT_CR_HANDLE, _mask: DAT_CR_PARAM_MASK, out: *mut DAT_CR_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn query<T: Provider>(h: DAT_CR_HANDLE, _mask: DAT_CR_PARAM_MASK, out: *mut DAT_CR_PARAM) -> DAT_RETURN {
     guard("dat_cr_query", || {
-        let cr = match handle::get::<Cr>(h) {
+        let cr = match handle::get::<Cr<T>>(h) {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -72,18 +73,18 @@ pub unsafe extern "C" fn query(h: DAT_CR_HANDLE, _mask: DAT_CR_PARAM_MASK, out: 
     })
 }
 
-pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DAT_COUNT, pdata: DAT_PVOID) -> DAT_RETURN {
+pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DAT_COUNT, pdata: DAT_PVOID) -> DAT_RETURN {
     guard("dat_cr_accept", || {
-        let cr = match handle::get::<Cr>(h) {
+        let cr = match handle::get::<Cr<T>>(h) {
             Ok(c) => c,
             Err(e) => return e,
         };
         let ep_h = if ep_h.is_null() { cr.ep as DAT_EP_HANDLE } else { ep_h };
-        let ep = match ep::get(ep_h) {
+        let ep = match ep::get::<T>(ep_h) {
             Ok(e) => e,
             Err(e) => return e,
         };
-        if psize < 0 || psize as usize > Active::MAX_ACCEPT_PDATA {
+        if psize < 0 || psize as usize > T::MAX_ACCEPT_PDATA {
             return invalid_arg(DAT_INVALID_ARG3);
         }
         if psize > 0 && pdata.is_null() {
@@ -91,11 +92,11 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
         }
         if cr.id.get().is_some_and(|id| id.is_datagram()) {
             // A UD request is an address resolution: answered, not connected.
-            let r = crate::ud::accept(cr, ep_h, ep, psize, pdata);
+            let r = crate::ud::accept::<T>(crate::ud::Request { id: &cr.id, pdata: &cr.pdata, remote: &cr.remote }, ep_h, ep, psize, pdata);
             if r == DAT_SUCCESS {
                 cr.ia.counters.add(DCNT_IA_SP_CR_ACCEPTED, 1);
                 cr.ia.disown(h);
-                crate::connection::quiesced(|| POOL.remove(h));
+                crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
             }
             return r;
         }
@@ -138,23 +139,23 @@ pub unsafe extern "C" fn accept(h: DAT_CR_HANDLE, ep_h: DAT_EP_HANDLE, psize: DA
             ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
             ep.with_qp(|q| q.reset());
             id.destroy();
-            crate::connection::quiesced(|| POOL.remove(h));
+            crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
             return error(DAT_INTERNAL_ERROR, 0);
         }
         cr.ia.counters.add(DCNT_IA_SP_CR_ACCEPTED, 1);
         cr.ia.disown(h);
-        crate::connection::quiesced(|| POOL.remove(h));
+        crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
         DAT_SUCCESS
     })
 }
 
-pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_PVOID) -> DAT_RETURN {
+pub unsafe extern "C" fn reject<T: Provider>(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_PVOID) -> DAT_RETURN {
     guard("dat_cr_reject", || {
-        let cr = match handle::get::<Cr>(h) {
+        let cr = match handle::get::<Cr<T>>(h) {
             Ok(c) => c,
             Err(e) => return e,
         };
-        if psize < 0 || psize as usize > Active::MAX_REJECT_PDATA {
+        if psize < 0 || psize as usize > T::MAX_REJECT_PDATA {
             return invalid_arg(DAT_INVALID_ARG2);
         }
         if psize > 0 && pdata.is_null() {
@@ -172,16 +173,16 @@ pub unsafe extern "C" fn reject(h: DAT_CR_HANDLE, psize: DAT_COUNT, pdata: DAT_P
         }
         cr.ia.counters.add(DCNT_IA_SP_CR_REJECTED, 1);
         cr.ia.disown(h);
-        crate::connection::quiesced(|| POOL.remove(h));
+        crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
         DAT_SUCCESS
     })
 }
 
 /// Passes a pending request to the PSP of this IA that listens on `qual`:
 /// a new connection-request event for the same CR arrives on that PSP's EVD.
-pub unsafe extern "C" fn handoff(h: DAT_CR_HANDLE, qual: DAT_CONN_QUAL) -> DAT_RETURN {
+pub unsafe extern "C" fn handoff<T: Provider>(h: DAT_CR_HANDLE, qual: DAT_CONN_QUAL) -> DAT_RETURN {
     guard("dat_cr_handoff", || {
-        let cr = match handle::get::<Cr>(h) {
+        let cr = match handle::get::<Cr<T>>(h) {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -189,10 +190,10 @@ pub unsafe extern "C" fn handoff(h: DAT_CR_HANDLE, qual: DAT_CONN_QUAL) -> DAT_R
             return invalid_state(0);
         }
         let target = cr.ia.children_of_kind(DAT_HANDLE_TYPE_PSP).into_iter()
-            .find(|&p| handle::get::<crate::psp::Psp>(p).is_ok_and(|p| p.conn_qual == qual));
+            .find(|&p| handle::get::<crate::psp::Psp<T>>(p).is_ok_and(|p| p.conn_qual == qual));
         let Some(psp_h) = target else { return invalid_arg(DAT_INVALID_ARG2) };
-        let Ok(psp) = handle::get::<crate::psp::Psp>(psp_h) else { return invalid_arg(DAT_INVALID_ARG2) };
-        let Ok(evd) = handle::get::<crate::evd::Evd>(psp.evd as DAT_HANDLE) else { return invalid_state(0) };
+        let Ok(psp) = handle::get::<crate::psp::Psp<T>>(psp_h) else { return invalid_arg(DAT_INVALID_ARG2) };
+        let Ok(evd) = handle::get::<crate::evd::Evd<T>>(psp.evd as DAT_HANDLE) else { return invalid_state(0) };
         let mut e = crate::evd::new_event(DAT_CONNECTION_REQUEST_EVENT);
         e.event_data.cr_arrival_event_data = DAT_CR_ARRIVAL_EVENT_DATA {
             sp_handle: DAT_SP_HANDLE { psp_handle: psp_h },

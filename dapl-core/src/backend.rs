@@ -1,37 +1,16 @@
 //! The contract between the provider core and a transport backend.
 //!
-//! The core (every object module outside `verbs/`) keeps DAT's handles,
-//! object lifetimes, state machines, event queues and error codes; it
-//! reaches the hardware only through the traits here, on the types the
-//! active backend names. `Active` is the one place a backend is chosen:
-//! the core's aliases below resolve to its concrete types at compile time,
-//! so the post and dequeue paths are direct (inlinable) calls, never
-//! through a vtable. A second backend is a module implementing `Transport`
-//! and that one line (unit tests swap in `mock`, an in-memory backend).
+//! The core (the rest of this crate) keeps DAT's handles, object
+//! lifetimes, state machines, event queues and error codes; it reaches the
+//! hardware only through the traits here. It is generic over `Transport`,
+//! and each backend crate instantiates it on its own type (see
+//! `provider!`), so the post and dequeue paths are monomorphised direct
+//! (inlinable) calls, never through a vtable. Unit tests instantiate it on
+//! `mock`, an in-memory backend.
 
 use dat_abi::*;
 use std::io;
 use std::sync::Mutex;
-
-/// The backend the provider is built with.
-#[cfg(not(test))]
-pub type Active = crate::verbs::Verbs;
-/// Unit tests run the core over an in-memory backend: there is no RDMA on
-/// the build host.
-#[cfg(test)]
-pub type Active = crate::mock::Mock;
-
-pub type Device = <Active as Transport>::Device;
-pub type Pd = <Active as Transport>::Pd;
-pub type Mr = <Active as Transport>::Mr;
-pub type Mw = <Active as Transport>::Mw;
-pub type Srq = <Active as Transport>::Srq;
-pub type Ah = <Active as Transport>::Ah;
-pub type Cq = <Active as Transport>::Cq;
-pub type Qp = <Active as Transport>::Qp;
-pub type Sge = <Active as Transport>::Sge;
-pub type ConnId = <Active as Transport>::ConnId;
-pub type Events = <Active as Transport>::Events;
 
 /// A transport: the family of objects one backend provides.
 pub trait Transport: Sized + 'static {
@@ -410,26 +389,26 @@ pub type Tick = Box<dyn Fn() -> Option<u64> + Send>;
 
 /// Where an object keeps its connection id: taken and replaced whole, so
 /// two threads never both release one.
-pub struct IdSlot(Mutex<Option<ConnId>>);
+pub struct IdSlot<T: Transport>(Mutex<Option<T::ConnId>>);
 
-impl IdSlot {
-    pub const fn new(id: Option<ConnId>) -> Self {
+impl<T: Transport> IdSlot<T> {
+    pub const fn new(id: Option<T::ConnId>) -> Self {
         IdSlot(Mutex::new(id))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<ConnId>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<T::ConnId>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn take(&self) -> Option<ConnId> {
+    pub fn take(&self) -> Option<T::ConnId> {
         self.lock().take()
     }
 
-    pub fn set(&self, id: Option<ConnId>) {
+    pub fn set(&self, id: Option<T::ConnId>) {
         *self.lock() = id;
     }
 
-    pub fn get(&self) -> Option<ConnId> {
+    pub fn get(&self) -> Option<T::ConnId> {
         *self.lock()
     }
 }

@@ -13,14 +13,10 @@
 //! moved from several threads by design (object creation, connection
 //! events from the IA's event thread) use `Counters::add`, off the fast path.
 
-use crate::backend::{Completion, CompletionKind, DeviceOps, SendOp};
-use crate::ep::Ep;
-use crate::evd::Evd;
-use crate::handle;
-use crate::ia::Ia;
-use dat_abi::status::{guard, invalid_arg, invalid_handle, invalid_state};
+use crate::backend::SendOp;
+use dat_abi::status::invalid_arg;
 use dat_abi::*;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub const IA_COUNT: usize = DCNT_IA_ALL_COUNTERS as usize;
@@ -56,7 +52,7 @@ impl<const N: usize> Counters<N> {
         self.0[i as usize].load(Relaxed)
     }
 
-    fn all(&self) -> &[AtomicU64] {
+    pub fn all(&self) -> &[AtomicU64] {
         &self.0
     }
 }
@@ -75,7 +71,7 @@ macro_rules! names {
     };
 }
 
-const IA_NAMES: &[(&str, u32)] = names![
+pub const IA_NAMES: &[(&str, u32)] = names![
     DCNT_IA_PZ_CREATE, DCNT_IA_PZ_FREE, DCNT_IA_LMR_CREATE, DCNT_IA_LMR_FREE, DCNT_IA_RMR_CREATE,
     DCNT_IA_RMR_FREE, DCNT_IA_PSP_CREATE, DCNT_IA_PSP_CREATE_ANY, DCNT_IA_PSP_FREE, DCNT_IA_RSP_CREATE,
     DCNT_IA_RSP_FREE, DCNT_IA_EVD_CREATE, DCNT_IA_EVD_FREE, DCNT_IA_EP_CREATE, DCNT_IA_EP_FREE,
@@ -99,7 +95,7 @@ const IA_NAMES: &[(&str, u32)] = names![
     DCNT_IA_DIAG_ERR_SQ_RIRE, DCNT_IA_DIAG_ERR_SQ_RREE, DCNT_IA_DIAG_ERR_SQ_TREE,
 ];
 
-const EP_NAMES: &[(&str, u32)] = names![
+pub const EP_NAMES: &[(&str, u32)] = names![
     DCNT_EP_CONNECT, DCNT_EP_DISCONNECT, DCNT_EP_POST_SEND, DCNT_EP_POST_SEND_DATA, DCNT_EP_POST_SEND_UD,
     DCNT_EP_POST_SEND_UD_DATA, DCNT_EP_POST_RECV, DCNT_EP_POST_RECV_DATA, DCNT_EP_POST_WRITE,
     DCNT_EP_POST_WRITE_DATA, DCNT_EP_POST_WRITE_IMM, DCNT_EP_POST_WRITE_IMM_DATA, DCNT_EP_POST_READ,
@@ -108,7 +104,7 @@ const EP_NAMES: &[(&str, u32)] = names![
     DCNT_EP_RECV_RDMA_IMM_DATA,
 ];
 
-const EVD_NAMES: &[(&str, u32)] = names![
+pub const EVD_NAMES: &[(&str, u32)] = names![
     DCNT_EVD_WAIT, DCNT_EVD_WAIT_BLOCKED, DCNT_EVD_WAIT_NOTIFY, DCNT_EVD_DEQUEUE, DCNT_EVD_DEQUEUE_FOUND,
     DCNT_EVD_DEQUEUE_NOT_FOUND, DCNT_EVD_DEQUEUE_POLL, DCNT_EVD_DEQUEUE_POLL_FOUND, DCNT_EVD_CONN_CALLBACK,
     DCNT_EVD_DTO_CALLBACK,
@@ -172,52 +168,9 @@ pub fn ep_post(op: &SendOp, ud: bool) -> (u32, bool) {
     }
 }
 
-impl Ep {
-    #[inline(always)]
-    pub fn count_post(&self, op: &SendOp, ud: bool, bytes: u64) {
-        let (i, data) = ep_post(op, ud);
-        self.counters.bump(i, 1);
-        if data {
-            self.counters.bump(i + 1, bytes);
-        }
-    }
-}
-
-/// Counts a successful receive completion on its EP, by what filled it.
-/// Runs on the thread reaping the EVD, the one writer of these counters.
-#[inline]
-pub fn received(owner: usize, wc: &Completion, ud: bool) {
-    let Ok(ep) = crate::ep::get(owner as DAT_HANDLE) else { return };
-    let i = if wc.kind == CompletionKind::RecvRdmaWithImm {
-        DCNT_EP_RECV_RDMA_IMM
-    } else if ud {
-        DCNT_EP_RECV_UD
-    } else if wc.imm.is_some() {
-        DCNT_EP_RECV_IMM
-    } else {
-        DCNT_EP_RECV
-    };
-    ep.counters.bump(i, 1);
-    ep.counters.bump(i + 1, u64::from(wc.byte_len));
-}
-
-/// A kind's counters and their names.
-type Array = (&'static [AtomicU64], &'static [(&'static str, u32)]);
-
-/// The counter array behind `h` and its names: IA, EP or EVD.
-fn array_of(h: DAT_HANDLE) -> Result<Array, DAT_RETURN> {
-    let bad = invalid_handle(DAT_INVALID_HANDLE1);
-    match handle::kind_of(h) {
-        Some(DAT_HANDLE_TYPE_IA) => handle::get::<Ia>(h).map(|o| (o.counters.all(), IA_NAMES)).map_err(|_| bad),
-        Some(DAT_HANDLE_TYPE_EP) => handle::get::<Ep>(h).map(|o| (o.counters.all(), EP_NAMES)).map_err(|_| bad),
-        Some(DAT_HANDLE_TYPE_EVD) => handle::get::<Evd>(h).map(|o| (o.counters.all(), EVD_NAMES)).map_err(|_| bad),
-        _ => Err(bad),
-    }
-}
-
 /// The indexes `cntr` selects: one counter, or all of them when it is the
 /// `*_ALL_COUNTERS` value of the handle's kind.
-fn selection(cntr: c_int, len: usize) -> Result<std::ops::Range<usize>, DAT_RETURN> {
+pub fn selection(cntr: c_int, len: usize) -> Result<std::ops::Range<usize>, DAT_RETURN> {
     match usize::try_from(cntr) {
         Ok(n) if n == len => Ok(0..len),
         Ok(n) if n < len => Ok(n..n + 1),
@@ -225,126 +178,12 @@ fn selection(cntr: c_int, len: usize) -> Result<std::ops::Range<usize>, DAT_RETU
     }
 }
 
-/// The counters `cntr` selects on handle `h`, with their names.
-fn selected(h: DAT_HANDLE, cntr: c_int) -> Result<(Array, std::ops::Range<usize>), DAT_RETURN> {
-    let array = array_of(h)?;
-    let range = selection(cntr, array.0.len())?;
-    Ok((array, range))
-}
-
-fn read(c: &AtomicU64, reset: bool) -> u64 {
+pub fn read(c: &AtomicU64, reset: bool) -> u64 {
     if reset { c.swap(0, Relaxed) } else { c.load(Relaxed) }
-}
-
-/// dat_ib_query_counters. As in DAPL, counter i lands in `out[i]` whether
-/// one or all are asked for, so `out` is an array of the kind's length.
-///
-/// # Safety
-/// `out` null or the consumer's array of at least `cntr + 1` counts (all of
-/// them for `*_ALL_COUNTERS`).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_query_counters(h: DAT_HANDLE, cntr: c_int, out: *mut DAT_UINT64, reset: c_int) -> DAT_RETURN {
-    guard("dat_ib_query_counters", || {
-        let ((array, _), range) = match selected(h, cntr) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        if out.is_null() {
-            return invalid_arg(DAT_INVALID_ARG4);
-        }
-        for i in range {
-            // SAFETY: the consumer's array covers index i (see above).
-            unsafe { *out.add(i) = read(&array[i], reset != 0) };
-        }
-        DAT_SUCCESS
-    })
-}
-
-unsafe extern "C" {
-    /// Writes through C's stdout (csrc/extension_args.c), so the lines keep
-    /// their place among the consumer's own buffered printf output.
-    fn daplibv_print_text(text: *const c_char);
-}
-
-/// dat_ib_print_counters: one line per selected counter on stdout.
-///
-/// # Safety
-/// Any handle value; it is validated.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_print_counters(h: DAT_HANDLE, cntr: c_int, reset: c_int) -> DAT_RETURN {
-    guard("dat_ib_print_counters", || {
-        let ((array, names), range) = match selected(h, cntr) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        let pid = std::process::id();
-        let mut text = String::new();
-        for i in range {
-            text.push_str(&format!("daplibv {pid} {h:p}: {} = {}\n", names[i].0, read(&array[i], reset != 0)));
-        }
-        let text = crate::cstring(&text);
-        // SAFETY: a NUL-terminated string that outlives the call.
-        unsafe { daplibv_print_text(text.as_ptr()) };
-        DAT_SUCCESS
-    })
 }
 
 /// What a started device counter group read at its start.
 pub type Baseline = std::sync::Mutex<Vec<(DAT_IA_COUNTER_TYPE, Vec<(u32, u64)>)>>;
-
-/// The IA and device counter group a start or stop names.
-fn ia_group(h: DAT_HANDLE, t: c_int) -> Result<(&'static Ia, DAT_IA_COUNTER_TYPE), DAT_RETURN> {
-    let ia = handle::get::<Ia>(h).map_err(|_| invalid_handle(DAT_INVALID_HANDLE1))?;
-    match u32::try_from(t) {
-        Ok(g @ (DCNT_IA_CM | DCNT_IA_LNK | DCNT_IA_DIAG)) => Ok((ia, g)),
-        _ => Err(invalid_arg(DAT_INVALID_ARG3)),
-    }
-}
-
-/// dat_ib_start_counter: remembers the device's counts of one group
-/// (DCNT_IA_CM, _LNK, _DIAG) so that the stop can report what moved since.
-///
-/// # Safety
-/// Any handle value; it is validated.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_start_counter(h: DAT_HANDLE, t: c_int) -> DAT_RETURN {
-    guard("dat_ib_start_counter", || {
-        let (ia, g) = match ia_group(h, t) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let now = ia.device.group_counters(g);
-        let mut started = ia.baseline.lock().unwrap_or_else(|e| e.into_inner());
-        started.retain(|(k, _)| *k != g);
-        started.push((g, now));
-        DAT_SUCCESS
-    })
-}
-
-/// dat_ib_stop_counter: sets the group's IA counters to how far the device's
-/// counts moved since the start; DAT_INVALID_STATE if it was not started.
-///
-/// # Safety
-/// Any handle value; it is validated.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn daplibv_ext_stop_counter(h: DAT_HANDLE, t: c_int) -> DAT_RETURN {
-    guard("dat_ib_stop_counter", || {
-        let (ia, g) = match ia_group(h, t) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let start = {
-            let mut started = ia.baseline.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(pos) = started.iter().position(|(k, _)| *k == g) else { return invalid_state(0) };
-            started.remove(pos).1
-        };
-        for (i, now) in ia.device.group_counters(g) {
-            let before = start.iter().find(|(j, _)| *j == i).map_or(0, |(_, v)| *v);
-            ia.counters.set(i, now.saturating_sub(before));
-        }
-        DAT_SUCCESS
-    })
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,10 @@
 //! Connection management: dat_ep_connect / dat_ep_disconnect and the
 //! handler the IA's event thread runs for every connection-manager event.
 
-use crate::backend::{Active, CmEvent, CmEventKind, ConnId, ConnIdOps, ConnParams, DeviceOps, IdSlot, QpOps, Transport};
+use crate::state::Provider;
+use crate::backend::{CmEvent, CmEventKind, ConnIdOps, ConnParams, DeviceOps, IdSlot, QpOps};
+use crate::quiesce;
+use crate::util::sockaddr_len;
 use crate::cr::{self, Cr};
 use crate::ep::{self, Ep};
 use crate::evd::{self, Evd};
@@ -10,23 +13,14 @@ use crate::psp::Psp;
 use crate::rsp::Rsp;
 use dat_abi::status::{error, guard, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
 fn timeout_ms(t: DAT_TIMEOUT) -> i32 {
     if t == DAT_TIMEOUT_INFINITE { 2000 } else { (t / 1000).clamp(100, 60_000) as i32 }
 }
 
-pub fn sockaddr_len(family: libc::sa_family_t) -> Option<usize> {
-    match family as i32 {
-        libc::AF_INET => Some(std::mem::size_of::<libc::sockaddr_in>()),
-        libc::AF_INET6 => Some(std::mem::size_of::<libc::sockaddr_in6>()),
-        _ => None,
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
-fn start_connect(
+fn start_connect<T: Provider>(
     h: DAT_EP_HANDLE,
     addr: DAT_IA_ADDRESS_PTR,
     qual: DAT_CONN_QUAL,
@@ -34,14 +28,14 @@ fn start_connect(
     psize: DAT_COUNT,
     pdata: DAT_PVOID,
 ) -> DAT_RETURN {
-    let ep = match ep::get(h) {
+    let ep = match ep::get::<T>(h) {
         Ok(e) => e,
         Err(e) => return e,
     };
     if addr.is_null() {
         return invalid_arg(DAT_INVALID_ARG2);
     }
-    let limit = if ep.is_ud() { Active::MAX_UD_CONNECT_PDATA } else { Active::MAX_CONNECT_PDATA };
+    let limit = if ep.is_ud() { T::MAX_UD_CONNECT_PDATA } else { T::MAX_CONNECT_PDATA };
     if psize < 0 || psize as usize > limit {
         return invalid_arg(DAT_INVALID_ARG5);
     }
@@ -54,7 +48,7 @@ fn start_connect(
     if ep.is_ud() {
         // SAFETY: the consumer gave psize bytes at pdata (checked above).
         let pd = if psize > 0 { unsafe { std::slice::from_raw_parts(pdata as *const u8, psize as usize) } } else { &[] };
-        return crate::ud::connect(ep, h, addr, qual, timeout_ms(timeout), pd);
+        return crate::ud::connect::<T>(ep, h, addr, qual, timeout_ms(timeout), pd);
     }
     if ep.state.compare_exchange(DAT_EP_STATE_UNCONNECTED, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
@@ -68,7 +62,7 @@ fn start_connect(
     };
     // SAFETY: copying `len` bytes the family guarantees exist.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, &mut remote as *mut _ as *mut u8, len) };
-    let port = Active::port_of(qual);
+    let port = T::port_of(qual);
     // SAFETY: sin_port and sin6_port share an offset.
     unsafe { (*(&mut remote as *mut _ as *mut libc::sockaddr_in)).sin_port = port.to_be() };
     *ep.remote.lock().unwrap_or_else(|e| e.into_inner()) = remote;
@@ -107,7 +101,7 @@ fn start_connect(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn connect(
+pub unsafe extern "C" fn connect<T: Provider>(
     h: DAT_EP_HANDLE,
     addr: DAT_IA_ADDRESS_PTR,
     qual: DAT_CONN_QUAL,
@@ -117,18 +111,18 @@ pub unsafe extern "C" fn connect(
     _qos: DAT_QOS,
     _flags: DAT_CONNECT_FLAGS,
 ) -> DAT_RETURN {
-    guard("dat_ep_connect", || counted(h, DCNT_EP_CONNECT, start_connect(h, addr, qual, timeout, psize, pdata)))
+    guard("dat_ep_connect", || counted::<T>(h, DCNT_EP_CONNECT, start_connect::<T>(h, addr, qual, timeout, psize, pdata)))
 }
 
 /// Moves EP counter `i` when the call it belongs to succeeded.
-fn counted(h: DAT_EP_HANDLE, i: u32, r: DAT_RETURN) -> DAT_RETURN {
-    if r == DAT_SUCCESS && let Ok(ep) = ep::get(h) {
+fn counted<T: Provider>(h: DAT_EP_HANDLE, i: u32, r: DAT_RETURN) -> DAT_RETURN {
+    if r == DAT_SUCCESS && let Ok(ep) = ep::get::<T>(h) {
         ep.counters.add(i, 1);
     }
     r
 }
 
-pub unsafe extern "C" fn dup_connect(
+pub unsafe extern "C" fn dup_connect<T: Provider>(
     h: DAT_EP_HANDLE,
     dup: DAT_EP_HANDLE,
     timeout: DAT_TIMEOUT,
@@ -138,10 +132,10 @@ pub unsafe extern "C" fn dup_connect(
 ) -> DAT_RETURN {
     guard("dat_ep_dup_connect", || {
         // The EP to connect is checked before the model EP's state.
-        if let Err(e) = ep::get(h) {
+        if let Err(e) = ep::get::<T>(h) {
             return e;
         }
-        let other = match ep::get(dup) {
+        let other = match ep::get::<T>(dup) {
             Ok(e) => e,
             Err(_) => return dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP),
         };
@@ -150,13 +144,13 @@ pub unsafe extern "C" fn dup_connect(
         }
         let remote = *other.remote.lock().unwrap_or_else(|e| e.into_inner());
         let qual = other.remote_port.load(Ordering::Acquire) as DAT_CONN_QUAL;
-        counted(h, DCNT_EP_CONNECT, start_connect(h, &remote as *const _ as DAT_IA_ADDRESS_PTR, qual, timeout, psize, pdata))
+        counted::<T>(h, DCNT_EP_CONNECT, start_connect::<T>(h, &remote as *const _ as DAT_IA_ADDRESS_PTR, qual, timeout, psize, pdata))
     })
 }
 
-pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
+pub unsafe extern "C" fn disconnect<T: Provider>(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
     let r = guard("dat_ep_disconnect", || {
-        let ep = match ep::get(h) {
+        let ep = match ep::get::<T>(h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -172,7 +166,7 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
                 // DISCONNECTED arrives on the event thread.
                 if ep.cm_id.get().is_some_and(|id| id.disconnect().is_err()) {
                     // Already gone on the wire: finish here.
-                    finish_disconnect(ep, h);
+                    finish_disconnect::<T>(ep, h);
                 }
                 DAT_SUCCESS
             }
@@ -197,10 +191,10 @@ pub unsafe extern "C" fn disconnect(h: DAT_EP_HANDLE, flags: DAT_CLOSE_FLAGS) ->
             _ => invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED),
         }
     });
-    guard("dat_ep_disconnect", || counted(h, DCNT_EP_DISCONNECT, r))
+    guard("dat_ep_disconnect", || counted::<T>(h, DCNT_EP_DISCONNECT, r))
 }
 
-fn finish_disconnect(ep: &Ep, h: DAT_EP_HANDLE) {
+fn finish_disconnect<T: Provider>(ep: &Ep<T>, h: DAT_EP_HANDLE) {
     ep.with_qp(|q| q.to_error());
     let prev = ep.state.swap(DAT_EP_STATE_DISCONNECTED, Ordering::AcqRel);
     if prev != DAT_EP_STATE_DISCONNECTED {
@@ -212,52 +206,31 @@ fn finish_disconnect(ep: &Ep, h: DAT_EP_HANDLE) {
             // event (so the reference provider hangs in dtestsrq there); once
             // the QP is in the error state nothing more can land, so we say
             // so at that point on every device.
-            post_async(ep.ia.async_evd(), DAT_ASYNC_ERROR_EP_BROKEN, h);
+            post_async::<T>(ep.ia.async_evd(), DAT_ASYNC_ERROR_EP_BROKEN, h);
         }
     }
 }
 
-/// Held by the CM thread while it works on objects, and by consumer threads
-/// while they end one (the object's body is dropped in its slot): a handler
-/// never sees an EP, CR, PSP, RSP or UD resolution half torn down. Never
-/// held across destroying a connection id, which waits on the CM thread.
-static CM_BUSY: Mutex<()> = Mutex::new(());
-
-/// Runs `f` holding CM_BUSY. CNO agents that `f` triggers run after the
-/// lock is released: an agent may call back into DAT, which can take it.
-fn cm_busy<R>(f: impl FnOnce() -> R) -> R {
-    crate::cno::with_agents_held(|| {
-        let _g = CM_BUSY.lock().unwrap_or_else(|e| e.into_inner());
-        f()
-    })
-}
-
-/// Runs `f` (which ends an object the CM thread may be looking at) while
-/// no connection event is being handled.
-pub fn quiesced<R>(f: impl FnOnce() -> R) -> R {
-    cm_busy(f)
-}
-
 /// Handles one connection event on the CM thread. Returns an id to destroy
 /// once the event is acked.
-pub fn handle_event(ev: &CmEvent<Active>) -> Option<ConnId> {
-    cm_busy(|| handle_event_locked(ev))
+pub fn handle_event<T: Provider>(ev: &CmEvent<T>) -> Option<T::ConnId> {
+    quiesce::cm_busy::<T, _>(|| handle_event_locked::<T>(ev))
 }
 
-fn handle_event_locked(ev: &CmEvent<Active>) -> Option<ConnId> {
+fn handle_event_locked<T: Provider>(ev: &CmEvent<T>) -> Option<T::ConnId> {
     log::debug!("connection event {:?} for {:#x}", ev.kind, ev.context);
     if ev.kind == CmEventKind::ConnectRequest {
-        return connect_request(ev);
+        return connect_request::<T>(ev);
     }
     // Every id we create carries its owner's handle as context.
     let owner = ev.context as DAT_HANDLE;
-    match handle::kind_of(owner) {
-        Some(DAT_HANDLE_TYPE_EP) => ep_event(ev, owner),
-        Some(DAT_IB_HANDLE_TYPE_EXT) => crate::ud::cm_event(ev, owner),
+    match handle::kind_of::<T>(owner) {
+        Some(DAT_HANDLE_TYPE_EP) => ep_event::<T>(ev, owner),
+        Some(DAT_IB_HANDLE_TYPE_EXT) => crate::ud::cm_event::<T>(ev, owner),
         Some(DAT_HANDLE_TYPE_CR) => {
             // The requester gave up before we accepted: the CR stays for the
             // consumer, and accepting it will fail.
-            if let Ok(cr) = handle::get::<Cr>(owner) {
+            if let Ok(cr) = handle::get::<Cr<T>>(owner) {
                 if matches!(ev.kind, CmEventKind::Disconnected | CmEventKind::ConnectError) {
                     return cr.id.take();
                 }
@@ -271,11 +244,11 @@ fn handle_event_locked(ev: &CmEvent<Active>) -> Option<ConnId> {
     }
 }
 
-fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
-    let ep = ep::get(h).ok()?;
+fn ep_event<T: Provider>(ev: &CmEvent<T>, h: DAT_EP_HANDLE) -> Option<T::ConnId> {
+    let ep = ep::get::<T>(h).ok()?;
     let id = ev.id;
     let ms = ep.timeout_ms.load(Ordering::Acquire) as i32;
-    let fail = |number: DAT_EVENT_NUMBER| fail_with(ep, h, number, ev.pdata);
+    let fail = |number: DAT_EVENT_NUMBER| fail_with::<T>(ep, h, number, ev.pdata);
     match ev.kind {
         CmEventKind::AddrResolved => {
             if id.resolve_route(ms).is_err() {
@@ -349,11 +322,11 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
             // side waits out the CM timeout (about a minute) before its id
             // can be destroyed. A second disconnect is harmless.
             let _ = id.disconnect();
-            finish_disconnect(ep, h);
+            finish_disconnect::<T>(ep, h);
             None
         }
         CmEventKind::DeviceRemoval => {
-            post_async(ep.ia.async_evd(), DAT_ASYNC_ERROR_IA_CATASTROPHIC, h);
+            post_async::<T>(ep.ia.async_evd(), DAT_ASYNC_ERROR_IA_CATASTROPHIC, h);
             fail(DAT_CONNECTION_EVENT_BROKEN)
         }
         _ => None,
@@ -362,14 +335,14 @@ fn ep_event(ev: &CmEvent<Active>, h: DAT_EP_HANDLE) -> Option<ConnId> {
 
 /// The CM thread's tick: ends active connects still pending past their
 /// timeout with DAT_CONNECTION_EVENT_TIMED_OUT. Returns µs to the next one.
-pub fn expire_connects(ia_h: usize) -> Option<u64> {
-    cm_busy(|| expire_locked(ia_h))
+pub fn expire_connects<T: Provider>(ia_h: usize) -> Option<u64> {
+    quiesce::cm_busy::<T, _>(|| expire_locked::<T>(ia_h))
 }
 
-fn expire_locked(ia_h: usize) -> Option<u64> {
-    let ia = handle::get::<crate::ia::Ia>(ia_h as DAT_HANDLE).ok()?;
+fn expire_locked<T: Provider>(ia_h: usize) -> Option<u64> {
+    let ia = handle::get::<crate::ia::Ia<T>>(ia_h as DAT_HANDLE).ok()?;
     let now = std::time::Instant::now();
-    let pending = |h: usize| ep::get(h as DAT_HANDLE).is_ok_and(|e| e.state.load(Ordering::Acquire) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+    let pending = |h: usize| ep::get::<T>(h as DAT_HANDLE).is_ok_and(|e| e.state.load(Ordering::Acquire) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
     let (due, next) = {
         let mut list = ia.connects.lock().unwrap_or_else(|e| e.into_inner());
         list.retain(|&(h, _)| pending(h));
@@ -378,9 +351,9 @@ fn expire_locked(ia_h: usize) -> Option<u64> {
         (due, list.iter().map(|(_, t)| *t - now).min())
     };
     for h in due {
-        let Ok(e) = ep::get(h as DAT_HANDLE) else { continue };
+        let Ok(e) = ep::get::<T>(h as DAT_HANDLE) else { continue };
         log::debug!("EP {h:#x}: connect timed out");
-        if let Some(id) = fail_with(e, h as DAT_HANDLE, DAT_CONNECTION_EVENT_TIMED_OUT, &[]) {
+        if let Some(id) = fail_with::<T>(e, h as DAT_HANDLE, DAT_CONNECTION_EVENT_TIMED_OUT, &[]) {
             id.destroy();
         }
     }
@@ -389,15 +362,15 @@ fn expire_locked(ia_h: usize) -> Option<u64> {
 
 /// Ends a connection attempt with `number`; the spent id is handed back to
 /// be destroyed after the event's ack.
-fn fail_with(ep: &Ep, h: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) -> Option<ConnId> {
+fn fail_with<T: Provider>(ep: &Ep<T>, h: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) -> Option<T::ConnId> {
     ep.with_qp(|q| q.to_error());
     ep.state.store(DAT_EP_STATE_DISCONNECTED, Ordering::Release);
     ep.post_conn_event(h, number, pdata);
     ep.cm_id.take()
 }
 
-fn post_async(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE) {
-    if let Ok(evd) = handle::get::<Evd>(evd_h) {
+fn post_async<T: Provider>(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE) {
+    if let Ok(evd) = handle::get::<Evd<T>>(evd_h) {
         let mut e = evd::new_event(number);
         e.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: about, reason: 0 };
         evd.post(evd_h, e);
@@ -405,7 +378,7 @@ fn post_async(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE
 }
 
 /// A request on a PSP or RSP becomes a CR on its EVD.
-fn connect_request(ev: &CmEvent<Active>) -> Option<ConnId> {
+fn connect_request<T: Provider>(ev: &CmEvent<T>) -> Option<T::ConnId> {
     let id = ev.id;
     // Listening ids carry their PSP/RSP handle as context.
     let sp = ev.context as DAT_HANDLE;
@@ -415,16 +388,16 @@ fn connect_request(ev: &CmEvent<Active>) -> Option<ConnId> {
         Some(id)
     };
     let ud = id.is_datagram();
-    let (ia, evd_h, qual, ep_h) = match handle::kind_of(sp) {
+    let (ia, evd_h, qual, ep_h) = match handle::kind_of::<T>(sp) {
         Some(DAT_HANDLE_TYPE_PSP) => {
-            let Ok(p) = handle::get::<Psp>(sp) else { return refuse() };
+            let Ok(p) = handle::get::<Psp<T>>(sp) else { return refuse() };
             if ud && p.flags == DAT_PSP_PROVIDER_FLAG {
                 // The EP it would make is RC; a UD peer needs a UD EP.
                 return refuse();
             }
             let ep_h = if p.flags == DAT_PSP_PROVIDER_FLAG {
                 // The provider makes the EP; the consumer configures it before accepting.
-                match ep::create_ep(p.ia_handle as DAT_IA_HANDLE, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(),
+                match ep::create_ep::<T>(p.ia_handle as DAT_IA_HANDLE, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(),
                     std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null()) {
                     Ok(h) => h as usize,
                     Err(_) => return refuse(),
@@ -435,7 +408,7 @@ fn connect_request(ev: &CmEvent<Active>) -> Option<ConnId> {
             (p.ia, p.evd, p.conn_qual, ep_h)
         }
         Some(DAT_HANDLE_TYPE_RSP) => {
-            let Ok(r) = handle::get::<Rsp>(sp) else { return refuse() };
+            let Ok(r) = handle::get::<Rsp<T>>(sp) else { return refuse() };
             if r.used.swap(true, Ordering::AcqRel) {
                 return refuse();
             }
@@ -446,7 +419,7 @@ fn connect_request(ev: &CmEvent<Active>) -> Option<ConnId> {
     let remote = id.peer_address();
     // SAFETY: sin_port/sin6_port share an offset in a sockaddr_storage.
     let remote_port = u16::from_be(unsafe { (*(&remote as *const _ as *const libc::sockaddr_in)).sin_port });
-    let cr_h = cr::insert(Cr {
+    let cr_h = cr::insert::<T>(Cr {
         ia,
         id: IdSlot::new(Some(id)),
         pdata: ev.pdata.to_vec(),
@@ -456,8 +429,8 @@ fn connect_request(ev: &CmEvent<Active>) -> Option<ConnId> {
     });
     // The id's events now name the CR.
     id.set_context(cr_h as usize);
-    let Ok(evd) = handle::get::<Evd>(evd_h as DAT_HANDLE) else {
-        return refuse_cr(cr_h);
+    let Ok(evd) = handle::get::<Evd<T>>(evd_h as DAT_HANDLE) else {
+        return refuse_cr::<T>(cr_h);
     };
     let number = if ud { DAT_IB_UD_CONNECTION_REQUEST_EVENT as DAT_EVENT_NUMBER } else { DAT_CONNECTION_REQUEST_EVENT };
     let mut e = evd::new_event(number);
@@ -469,15 +442,15 @@ fn connect_request(ev: &CmEvent<Active>) -> Option<ConnId> {
         truncate_flag: DAT_FALSE as _,
     };
     if !evd.post(evd_h as DAT_HANDLE, e) {
-        return refuse_cr(cr_h);
+        return refuse_cr::<T>(cr_h);
     }
     None
 }
 
 /// Drops a CR made for the current event; its id is rejected now and
 /// destroyed after the ack (destroying it here would wait on ourselves).
-fn refuse_cr(cr_h: DAT_CR_HANDLE) -> Option<ConnId> {
-    let id = cr::discard(cr_h)?;
+fn refuse_cr<T: Provider>(cr_h: DAT_CR_HANDLE) -> Option<T::ConnId> {
+    let id = cr::discard::<T>(cr_h)?;
     id.reject(None);
     Some(id)
 }

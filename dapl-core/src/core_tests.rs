@@ -4,7 +4,7 @@
 //! connection events.
 
 use crate::backend::{CmEvent, CmEventKind, ConnIdOps};
-use crate::mock::{self, Id};
+use crate::mock::{self, Id, Mock};
 use crate::{connection, cr, ep, evd, ia, psp, pz};
 use dat_abi::*;
 use std::ffi::CString;
@@ -14,6 +14,8 @@ use std::sync::atomic::Ordering;
 
 /// The mock's live-object counters are global: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
+
+type T = Mock;
 
 struct Setup {
     ia: DAT_IA_HANDLE,
@@ -28,17 +30,17 @@ fn ok(r: DAT_RETURN) {
 }
 
 fn setup(name: &str) -> Setup {
-    crate::table::for_instance(name).expect("table");
-    crate::instance::add(name, "mock0 1");
+    crate::table::for_instance::<T>(name).expect("table");
+    crate::instance::add::<T>(name, "mock0 1");
     let cname = CString::new(name).unwrap();
     let (mut async_evd, mut ia, mut pz, mut dto, mut conn, mut ep) = (null_mut(), null_mut(), null_mut(), null_mut(), null_mut(), null_mut());
     // SAFETY: the provider's entry points, called as a consumer would, with valid out-pointers.
     unsafe {
-        ok(ia::open(cname.as_ptr() as DAT_NAME_PTR, 8, &mut async_evd, &mut ia));
-        ok(pz::create(ia, &mut pz));
-        ok(evd::create(ia, 16, null_mut(), DAT_EVD_DTO_FLAG, &mut dto));
-        ok(evd::create(ia, 16, null_mut(), DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG, &mut conn));
-        ok(ep::create(ia, pz, dto, dto, conn, std::ptr::null(), &mut ep));
+        ok(crate::open::open::<T>(cname.as_ptr() as DAT_NAME_PTR, 8, &mut async_evd, &mut ia));
+        ok(pz::create::<T>(ia, &mut pz));
+        ok(evd::create::<T>(ia, 16, null_mut(), DAT_EVD_DTO_FLAG, &mut dto));
+        ok(evd::create::<T>(ia, 16, null_mut(), DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG, &mut conn));
+        ok(ep::create::<T>(ia, pz, dto, dto, conn, std::ptr::null(), &mut ep));
     }
     Setup { ia, pz, dto, conn, ep }
 }
@@ -51,7 +53,7 @@ fn dequeue(evd_h: DAT_EVD_HANDLE) -> Option<DAT_EVENT> {
     // SAFETY: DAT_EVENT is plain C data, filled by the call.
     let mut e: DAT_EVENT = unsafe { std::mem::zeroed() };
     // SAFETY: a live EVD handle and our event.
-    let r = unsafe { evd::dequeue(evd_h, &mut e) };
+    let r = unsafe { evd::dequeue::<T>(evd_h, &mut e) };
     (r == DAT_SUCCESS).then_some(e)
 }
 
@@ -74,7 +76,7 @@ fn conn_of(e: &DAT_EVENT) -> (DAT_EVENT_NUMBER, Vec<u8>) {
 }
 
 fn state(ep_h: DAT_EP_HANDLE) -> DAT_EP_STATE {
-    ep::get(ep_h).unwrap().state.load(Ordering::Acquire)
+    ep::get::<T>(ep_h).unwrap().state.load(Ordering::Acquire)
 }
 
 fn event(kind: CmEventKind, id: Id, context: usize, pdata: &[u8]) -> CmEvent<'_, mock::Mock> {
@@ -83,7 +85,7 @@ fn event(kind: CmEventKind, id: Id, context: usize, pdata: &[u8]) -> CmEvent<'_,
 
 fn post_send(ep_h: DAT_EP_HANDLE, t: &mut DAT_LMR_TRIPLET, cookie: u64) -> DAT_RETURN {
     // SAFETY: a consumer post with one triplet on our stack.
-    unsafe { ep::post_send(ep_h, 1, t, DAT_DTO_COOKIE { as_64: cookie }, DAT_COMPLETION_DEFAULT_FLAG) }
+    unsafe { ep::post_send::<T>(ep_h, 1, t, DAT_DTO_COOKIE { as_64: cookie }, DAT_COMPLETION_DEFAULT_FLAG) }
 }
 
 /// dat_ep_connect, then the events of a connection the peer accepts.
@@ -92,13 +94,13 @@ fn connect(s: &Setup, accept_pdata: &[u8]) -> Id {
     let mut peer: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     peer.sin_family = libc::AF_INET as _;
     // SAFETY: a consumer connect to a full sockaddr_in.
-    ok(unsafe { connection::connect(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7000, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) });
+    ok(unsafe { connection::connect::<T>(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7000, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) });
     assert_eq!(state(s.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
-    let id = ep::get(s.ep).unwrap().cm_id.get().expect("an id while connecting");
+    let id = ep::get::<T>(s.ep).unwrap().cm_id.get().expect("an id while connecting");
     for kind in [CmEventKind::AddrResolved, CmEventKind::RouteResolved] {
-        assert!(connection::handle_event(&event(kind, id, s.ep as usize, &[])).is_none());
+        assert!(connection::handle_event::<T>(&event(kind, id, s.ep as usize, &[])).is_none());
     }
-    assert!(connection::handle_event(&event(CmEventKind::ConnectResponse, id, s.ep as usize, accept_pdata)).is_none());
+    assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectResponse, id, s.ep as usize, accept_pdata)).is_none());
     id
 }
 
@@ -111,16 +113,16 @@ fn receives_flush_as_events_when_the_ep_resets() {
     // Not connected: sends are refused and say why.
     assert_eq!(post_send(s.ep, &mut t, 1), dat_abi::status::invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED));
     // SAFETY: a consumer receive with one triplet.
-    ok(unsafe { ep::post_recv(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 77 }, DAT_COMPLETION_DEFAULT_FLAG) });
+    ok(unsafe { ep::post_recv::<T>(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 77 }, DAT_COMPLETION_DEFAULT_FLAG) });
     assert!(dequeue(s.dto).is_none());
     // SAFETY: a live EP.
-    ok(unsafe { ep::reset(s.ep) });
+    ok(unsafe { ep::reset::<T>(s.ep) });
     let d = dto_of(&dequeue(s.dto).expect("the flushed receive"));
     // SAFETY: plain 8-byte union.
     assert_eq!((unsafe { d.user_cookie.as_64 }, d.status, d.operation, d.ep_handle), (77, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, s.ep));
     assert!(dequeue(s.dto).is_none());
     // SAFETY: a live IA.
-    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
 
 #[test]
@@ -131,16 +133,16 @@ fn parents_outlive_children_and_close_frees_everything() {
     assert_eq!(mock::LIVE_QPS.load(Ordering::Acquire), qps + 1);
     // SAFETY: live handles, freed in a wrong order first.
     unsafe {
-        assert_eq!(pz::free(s.pz), dat_abi::status::invalid_state(DAT_INVALID_STATE_PZ_IN_USE));
-        assert_eq!(evd::free(s.dto), dat_abi::status::invalid_state(DAT_INVALID_STATE_EVD_IN_USE));
-        assert_eq!(ia::close(s.ia, DAT_CLOSE_GRACEFUL_FLAG), dat_abi::status::invalid_state(DAT_INVALID_STATE_IA_IN_USE));
-        ok(ep::free(s.ep));
+        assert_eq!(pz::free::<T>(s.pz), dat_abi::status::invalid_state(DAT_INVALID_STATE_PZ_IN_USE));
+        assert_eq!(evd::free::<T>(s.dto), dat_abi::status::invalid_state(DAT_INVALID_STATE_EVD_IN_USE));
+        assert_eq!(ia::close::<T>(s.ia, DAT_CLOSE_GRACEFUL_FLAG), dat_abi::status::invalid_state(DAT_INVALID_STATE_IA_IN_USE));
+        ok(ep::free::<T>(s.ep));
         assert_eq!(mock::LIVE_QPS.load(Ordering::Acquire), qps);
-        ok(pz::free(s.pz));
-        assert_eq!(ep::free(s.ep), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP));
+        ok(pz::free::<T>(s.pz));
+        assert_eq!(ep::free::<T>(s.ep), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP));
         // The EVDs are still there; an abrupt close takes them too.
-        ok(ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG));
-        assert_eq!(evd::free(s.conn), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EVD_REQUEST));
+        ok(ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG));
+        assert_eq!(evd::free::<T>(s.conn), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EVD_REQUEST));
     }
     assert_eq!(mock::LIVE_PDS.load(Ordering::Acquire), pds);
 }
@@ -160,8 +162,8 @@ fn active_connection_then_an_error_completion_breaks_it() {
     assert_eq!((d.status, d.operation, d.transfered_length), (DAT_DTO_SUCCESS, DAT_DTO_SEND, 300));
     // A receive reports the bytes that arrived, not the buffer's size.
     // SAFETY: a consumer receive with one triplet.
-    ok(unsafe { ep::post_recv(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 11 }, DAT_COMPLETION_DEFAULT_FLAG) });
-    assert_eq!(ep::get(s.ep).unwrap().with_qp(|q| q.deliver(120)), Some(true));
+    ok(unsafe { ep::post_recv::<T>(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 11 }, DAT_COMPLETION_DEFAULT_FLAG) });
+    assert_eq!(ep::get::<T>(s.ep).unwrap().with_qp(|q| q.deliver(120)), Some(true));
     let d = dto_of(&dequeue(s.dto).expect("receive completion"));
     assert_eq!((d.status, d.operation, d.transfered_length), (DAT_DTO_SUCCESS, DAT_DTO_RECEIVE, 120));
     // A bad key completes in error: the EP is broken and the peer told.
@@ -172,12 +174,12 @@ fn active_connection_then_an_error_completion_breaks_it() {
     assert_eq!(conn_of(&dequeue(s.conn).expect("broken")).0, DAT_CONNECTION_EVENT_BROKEN);
     assert_eq!(id.with(|i| i.calls.last().copied()), Some("disconnect"));
     // The peer's DISCONNECTED that follows adds no second event.
-    assert!(connection::handle_event(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
     assert!(dequeue(s.conn).is_none());
     // SAFETY: a live EP, then IA.
     unsafe {
-        ok(ep::free(s.ep));
-        ok(ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG));
+        ok(ep::free::<T>(s.ep));
+        ok(ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG));
     }
     assert!(id.with(|i| i.destroyed));
     assert_eq!(mock::LIVE_IDS.load(Ordering::Acquire), ids);
@@ -191,16 +193,16 @@ fn a_consumer_reject_reaches_the_active_side_with_its_reason() {
     let mut peer: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
     peer.sin6_family = libc::AF_INET6 as _;
     // SAFETY: a consumer connect to a full sockaddr_in6.
-    ok(unsafe { connection::connect(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7001, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) });
-    let id = ep::get(s.ep).unwrap().cm_id.get().unwrap();
-    let spent = connection::handle_event(&event(CmEventKind::Rejected { by_consumer: true }, id, s.ep as usize, b"busy"));
+    ok(unsafe { connection::connect::<T>(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7001, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) });
+    let id = ep::get::<T>(s.ep).unwrap().cm_id.get().unwrap();
+    let spent = connection::handle_event::<T>(&event(CmEventKind::Rejected { by_consumer: true }, id, s.ep as usize, b"busy"));
     // The spent id comes back to be destroyed after the event's ack.
     assert_eq!(spent, Some(id));
     spent.unwrap().destroy();
     assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
     assert_eq!(conn_of(&dequeue(s.conn).unwrap()), (DAT_CONNECTION_EVENT_PEER_REJECTED, b"busy".to_vec()));
     // SAFETY: a live IA.
-    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
 
 #[test]
@@ -209,9 +211,9 @@ fn a_request_on_a_psp_becomes_a_cr_and_accepting_it_connects() {
     let s = setup("mock-passive");
     let mut psp_h = null_mut();
     // SAFETY: a consumer PSP on the CR-capable EVD.
-    ok(unsafe { psp::create(s.ia, 7002, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
+    ok(unsafe { psp::create::<T>(s.ia, 7002, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
     let req = Id::request();
-    assert!(connection::handle_event(&event(CmEventKind::ConnectRequest, req, psp_h as usize, b"hello")).is_none());
+    assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, b"hello")).is_none());
     let e = dequeue(s.conn).expect("a connection request");
     assert_eq!(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
     // SAFETY: the event number names the member.
@@ -220,32 +222,32 @@ fn a_request_on_a_psp_becomes_a_cr_and_accepting_it_connects() {
     // SAFETY: DAT_CR_PARAM is plain C data, filled by the call.
     let mut p: DAT_CR_PARAM = unsafe { std::mem::zeroed() };
     // SAFETY: a live CR and our out-parameter.
-    ok(unsafe { cr::query(cr_h, 0, &mut p) });
+    ok(unsafe { cr::query::<T>(cr_h, 0, &mut p) });
     // SAFETY: private_data_size bytes the CR keeps.
     assert_eq!(unsafe { std::slice::from_raw_parts(p.private_data as *const u8, p.private_data_size as usize) }, b"hello");
     // SAFETY: a live CR and EP, no private data.
-    ok(unsafe { cr::accept(cr_h, s.ep, 0, null_mut()) });
+    ok(unsafe { cr::accept::<T>(cr_h, s.ep, 0, null_mut()) });
     assert_eq!(state(s.ep), DAT_EP_STATE_COMPLETION_PENDING);
     assert_eq!(req.with(|i| (i.context, i.calls.clone())), (s.ep as usize, vec!["accept"]));
-    assert!(connection::handle_event(&event(CmEventKind::Established, req, s.ep as usize, &[])).is_none());
+    assert!(connection::handle_event::<T>(&event(CmEventKind::Established, req, s.ep as usize, &[])).is_none());
     assert_eq!(state(s.ep), DAT_EP_STATE_CONNECTED);
     assert_eq!(conn_of(&dequeue(s.conn).unwrap()).0, DAT_CONNECTION_EVENT_ESTABLISHED);
     // A graceful disconnect waits for the peer; its DISCONNECTED finishes it.
     // SAFETY: a live EP.
-    ok(unsafe { connection::disconnect(s.ep, DAT_CLOSE_GRACEFUL_FLAG) });
+    ok(unsafe { connection::disconnect::<T>(s.ep, DAT_CLOSE_GRACEFUL_FLAG) });
     assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECT_PENDING);
-    assert!(connection::handle_event(&event(CmEventKind::Disconnected, req, s.ep as usize, &[])).is_none());
+    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, req, s.ep as usize, &[])).is_none());
     assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
     assert_eq!(conn_of(&dequeue(s.conn).unwrap()).0, DAT_CONNECTION_EVENT_DISCONNECTED);
     // SAFETY: a live IA.
-    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
     assert!(req.with(|i| i.destroyed));
 }
 
 fn counters<const N: usize>(h: DAT_HANDLE) -> [u64; N] {
     let mut out = [0u64; N];
     // SAFETY: an array of the kind's full length, asking for all of them.
-    ok(unsafe { crate::counters::daplibv_ext_query_counters(h, N as i32, out.as_mut_ptr(), 0) });
+    ok(unsafe { crate::counter_calls::query_counters::<T>(h, N as i32, out.as_mut_ptr(), 0) });
     out
 }
 
@@ -270,8 +272,8 @@ fn counters_move_by_what_was_posted_and_completed() {
         ok(post_send(s.ep, &mut t, i));
     }
     // SAFETY: a consumer receive with one triplet.
-    ok(unsafe { ep::post_recv(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 11 }, DAT_COMPLETION_DEFAULT_FLAG) });
-    assert_eq!(ep::get(s.ep).unwrap().with_qp(|q| q.deliver(120)), Some(true));
+    ok(unsafe { ep::post_recv::<T>(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 11 }, DAT_COMPLETION_DEFAULT_FLAG) });
+    assert_eq!(ep::get::<T>(s.ep).unwrap().with_qp(|q| q.deliver(120)), Some(true));
     for _ in 0..4 {
         dequeue(s.dto).expect("a completion");
     }
@@ -288,23 +290,23 @@ fn counters_move_by_what_was_posted_and_completed() {
     // One counter lands at its own index; reset clears only what was read.
     let mut one = [0u64; EP];
     // SAFETY: a full-length array; one counter asked for, with reset.
-    ok(unsafe { crate::counters::daplibv_ext_query_counters(s.ep, DCNT_EP_POST_SEND as i32, one.as_mut_ptr(), 1) });
+    ok(unsafe { crate::counter_calls::query_counters::<T>(s.ep, DCNT_EP_POST_SEND as i32, one.as_mut_ptr(), 1) });
     assert_eq!((one[DCNT_EP_POST_SEND as usize], one[DCNT_EP_POST_SEND_DATA as usize]), (3, 0));
     let e = counters::<EP>(s.ep);
     assert_eq!((e[DCNT_EP_POST_SEND as usize], e[DCNT_EP_POST_SEND_DATA as usize]), (0, 900));
     // SAFETY: wrong kind of handle, a counter past the end, a NULL array.
     unsafe {
-        assert_eq!(crate::counters::daplibv_ext_query_counters(s.pz, 0, one.as_mut_ptr(), 0), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE1));
-        assert_eq!(crate::counters::daplibv_ext_query_counters(s.ep, EP as i32 + 1, one.as_mut_ptr(), 0), dat_abi::status::invalid_arg(DAT_INVALID_ARG3));
-        assert_eq!(crate::counters::daplibv_ext_query_counters(s.ep, 0, null_mut(), 0), dat_abi::status::invalid_arg(DAT_INVALID_ARG4));
+        assert_eq!(crate::counter_calls::query_counters::<T>(s.pz, 0, one.as_mut_ptr(), 0), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE1));
+        assert_eq!(crate::counter_calls::query_counters::<T>(s.ep, EP as i32 + 1, one.as_mut_ptr(), 0), dat_abi::status::invalid_arg(DAT_INVALID_ARG3));
+        assert_eq!(crate::counter_calls::query_counters::<T>(s.ep, 0, null_mut(), 0), dat_abi::status::invalid_arg(DAT_INVALID_ARG4));
         // A group that was never started cannot stop.
-        assert_eq!(crate::counters::daplibv_ext_stop_counter(s.ia, DCNT_IA_LNK as i32), dat_abi::status::invalid_state(0));
-        ok(crate::counters::daplibv_ext_start_counter(s.ia, DCNT_IA_LNK as i32));
-        ok(crate::counters::daplibv_ext_stop_counter(s.ia, DCNT_IA_LNK as i32));
-        assert_eq!(crate::counters::daplibv_ext_start_counter(s.ia, 7), dat_abi::status::invalid_arg(DAT_INVALID_ARG3));
-        ok(ep::free(s.ep));
+        assert_eq!(crate::counter_calls::stop_counter::<T>(s.ia, DCNT_IA_LNK as i32), dat_abi::status::invalid_state(0));
+        ok(crate::counter_calls::start_counter::<T>(s.ia, DCNT_IA_LNK as i32));
+        ok(crate::counter_calls::stop_counter::<T>(s.ia, DCNT_IA_LNK as i32));
+        assert_eq!(crate::counter_calls::start_counter::<T>(s.ia, 7), dat_abi::status::invalid_arg(DAT_INVALID_ARG3));
+        ok(ep::free::<T>(s.ep));
     }
     assert_eq!(counters::<IA>(s.ia)[DCNT_IA_EP_FREE as usize], 1);
     // SAFETY: a live IA.
-    ok(unsafe { ia::close(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }

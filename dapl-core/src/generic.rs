@@ -1,18 +1,19 @@
 //! Calls that take a handle of any kind.
 
 use crate::handle;
+use crate::state::Provider;
 use dat_abi::status::{guard, invalid_arg, invalid_handle};
 use dat_abi::*;
 
-pub unsafe extern "C" fn set_consumer_context(h: DAT_HANDLE, context: DAT_CONTEXT) -> DAT_RETURN {
+pub unsafe extern "C" fn set_consumer_context<T: Provider>(h: DAT_HANDLE, context: DAT_CONTEXT) -> DAT_RETURN {
     guard("dat_set_consumer_context", || {
-        if handle::set_context(h, context) { DAT_SUCCESS } else { invalid_handle(DAT_INVALID_HANDLE1) }
+        if handle::set_context::<T>(h, context) { DAT_SUCCESS } else { invalid_handle(DAT_INVALID_HANDLE1) }
     })
 }
 
-pub unsafe extern "C" fn get_consumer_context(h: DAT_HANDLE, out: *mut DAT_CONTEXT) -> DAT_RETURN {
+pub unsafe extern "C" fn get_consumer_context<T: Provider>(h: DAT_HANDLE, out: *mut DAT_CONTEXT) -> DAT_RETURN {
     guard("dat_get_consumer_context", || {
-        let Some(ctx) = handle::context(h) else { return invalid_handle(DAT_INVALID_HANDLE1) };
+        let Some(ctx) = handle::context::<T>(h) else { return invalid_handle(DAT_INVALID_HANDLE1) };
         // SAFETY: null checked; the consumer's out-parameter.
         match unsafe { out.as_mut() } {
             Some(out) => {
@@ -24,9 +25,9 @@ pub unsafe extern "C" fn get_consumer_context(h: DAT_HANDLE, out: *mut DAT_CONTE
     })
 }
 
-pub unsafe extern "C" fn get_handle_type(h: DAT_HANDLE, out: *mut DAT_HANDLE_TYPE) -> DAT_RETURN {
+pub unsafe extern "C" fn get_handle_type<T: Provider>(h: DAT_HANDLE, out: *mut DAT_HANDLE_TYPE) -> DAT_RETURN {
     guard("dat_get_handle_type", || {
-        let Some(kind) = handle::kind_of(h) else { return invalid_handle(DAT_INVALID_HANDLE1) };
+        let Some(kind) = handle::kind_of::<T>(h) else { return invalid_handle(DAT_INVALID_HANDLE1) };
         // SAFETY: null checked; the consumer's out-parameter.
         match unsafe { out.as_mut() } {
             Some(out) => {

@@ -1,22 +1,23 @@
 //! Remote memory regions: memory windows a peer reaches with the context a
 //! bind hands out, and loses with an unbind (a zero-length bind).
 
+use crate::state::Provider;
 use crate::ep;
-use crate::handle::{self, Object, Pool};
+use crate::handle::{self, Object};
 use crate::ia::Ia;
 use crate::lmr::Lmr;
 use crate::pz::Pz;
-use crate::backend::{self, DeviceOps, MrOps, MwOps, PdOps, QpOps, WindowTarget};
+use crate::backend::{DeviceOps, MrOps, MwOps, PdOps, QpOps, WindowTarget};
 use dat_abi::status::{error, guard, invalid_arg};
 use dat_abi::*;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub struct Rmr {
-    ia: &'static Ia,
-    pz: &'static Pz,
+pub struct Rmr<T: Provider> {
+    ia: &'static Ia<T>,
+    pz: &'static Pz<T>,
     pz_handle: usize,
-    mw: backend::Mw,
+    mw: T::Mw,
     /// The rkey a peer must use now (0 while unbound).
     context: AtomicU32,
     /// The LMR the window is bound to (0 while unbound), which cannot be
@@ -29,29 +30,29 @@ pub struct Rmr {
 /// destroying the QP first stalls in the device for about 50 s (rxe).
 pub const RANK: u8 = 9;
 
-static POOL: Pool<Rmr> = Pool::new();
 
-impl Object for Rmr {
+impl<T: Provider> Object for Rmr<T> {
+    type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_RMR;
     const INVALID: u32 = DAT_INVALID_HANDLE_RMR;
 }
 
 /// Whether the device offers memory windows at all, and of type 2.
-pub fn windows(ia: &Ia) -> (bool, bool) {
+pub fn windows<T: Provider>(ia: &Ia<T>) -> (bool, bool) {
     let l = ia.device.limits();
     (l.windows, l.windows_type2)
 }
 
-pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> DAT_RETURN {
+pub unsafe extern "C" fn create<T: Provider>(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -> DAT_RETURN {
     guard("dat_rmr_create", || {
-        let pz = match handle::get::<Pz>(pz_h) {
+        let pz = match handle::get::<Pz<T>>(pz_h) {
             Ok(p) => p,
             Err(e) => return e,
         };
         if out.is_null() {
             return invalid_arg(DAT_INVALID_ARG2);
         }
-        let (any, type2) = windows(pz.ia);
+        let (any, type2) = windows::<T>(pz.ia);
         if !any {
             return error(DAT_MODEL_NOT_SUPPORTED, 0);
         }
@@ -64,7 +65,7 @@ pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -
         };
         pz.users.fetch_add(1, Ordering::AcqRel);
         let ia = pz.ia;
-        let h = POOL.insert(
+        let h = handle::insert(
             Rmr {
                 ia,
                 pz,
@@ -76,39 +77,39 @@ pub unsafe extern "C" fn create(pz_h: DAT_PZ_HANDLE, out: *mut DAT_RMR_HANDLE) -
             },
             ia.table(),
         );
-        ia.adopt(h, RANK, destroy);
+        ia.adopt(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
     })
 }
 
-fn destroy(h: DAT_HANDLE) {
-    let Ok(r) = handle::get::<Rmr>(h) else { return };
+fn destroy<T: Provider>(h: DAT_HANDLE) {
+    let Ok(r) = handle::get::<Rmr<T>>(h) else { return };
     r.ia.disown(h);
     let pz = r.pz;
     let lmr = r.lmr.swap(0, Ordering::AcqRel);
-    if POOL.remove(h) {
+    if handle::remove::<Rmr<T>>(h) {
         pz.users.fetch_sub(1, Ordering::AcqRel);
-        if let Ok(l) = handle::get::<Lmr>(lmr as DAT_HANDLE) {
+        if let Ok(l) = handle::get::<Lmr<T>>(lmr as DAT_HANDLE) {
             l.windows.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
-pub unsafe extern "C" fn free(h: DAT_RMR_HANDLE) -> DAT_RETURN {
-    guard("dat_rmr_free", || match handle::get::<Rmr>(h) {
+pub unsafe extern "C" fn free<T: Provider>(h: DAT_RMR_HANDLE) -> DAT_RETURN {
+    guard("dat_rmr_free", || match handle::get::<Rmr<T>>(h) {
         Ok(_) => {
-            destroy(h);
+            destroy::<T>(h);
             DAT_SUCCESS
         }
         Err(e) => e,
     })
 }
 
-pub unsafe extern "C" fn query(h: DAT_RMR_HANDLE, _mask: DAT_RMR_PARAM_MASK, out: *mut DAT_RMR_PARAM) -> DAT_RETURN {
+pub unsafe extern "C" fn query<T: Provider>(h: DAT_RMR_HANDLE, _mask: DAT_RMR_PARAM_MASK, out: *mut DAT_RMR_PARAM) -> DAT_RETURN {
     guard("dat_rmr_query", || {
-        let r = match handle::get::<Rmr>(h) {
+        let r = match handle::get::<Rmr<T>>(h) {
             Ok(r) => r,
             Err(e) => return e,
         };
@@ -127,7 +128,7 @@ pub unsafe extern "C" fn query(h: DAT_RMR_HANDLE, _mask: DAT_RMR_PARAM_MASK, out
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn bind(
+pub unsafe extern "C" fn bind<T: Provider>(
     h: DAT_RMR_HANDLE,
     lmr_h: DAT_LMR_HANDLE,
     triplet: *const DAT_LMR_TRIPLET,
@@ -139,11 +140,11 @@ pub unsafe extern "C" fn bind(
     out: *mut DAT_RMR_CONTEXT,
 ) -> DAT_RETURN {
     guard("dat_rmr_bind", || {
-        let r = match handle::get::<Rmr>(h) {
+        let r = match handle::get::<Rmr<T>>(h) {
             Ok(r) => r,
             Err(e) => return e,
         };
-        let ep = match ep::get(ep_h) {
+        let ep = match ep::get::<T>(ep_h) {
             Ok(e) => e,
             Err(e) => return e,
         };
@@ -159,7 +160,7 @@ pub unsafe extern "C" fn bind(
         let (target, lkey_ok, in_range) = if unbind {
             (None, true, true)
         } else {
-            let lmr = match handle::get::<Lmr>(lmr_h) {
+            let lmr = match handle::get::<Lmr<T>>(lmr_h) {
                 Ok(l) => l,
                 Err(e) => return e,
             };
@@ -231,10 +232,10 @@ pub unsafe extern "C" fn bind(
         r.context.store(new_key, Ordering::Release);
         let new_lmr = if unbind { 0 } else { lmr_h as usize };
         let old_lmr = r.lmr.swap(new_lmr, Ordering::AcqRel);
-        if let Ok(l) = handle::get::<Lmr>(new_lmr as DAT_HANDLE) {
+        if let Ok(l) = handle::get::<Lmr<T>>(new_lmr as DAT_HANDLE) {
             l.windows.fetch_add(1, Ordering::AcqRel);
         }
-        if let Ok(l) = handle::get::<Lmr>(old_lmr as DAT_HANDLE) {
+        if let Ok(l) = handle::get::<Lmr<T>>(old_lmr as DAT_HANDLE) {
             l.windows.fetch_sub(1, Ordering::AcqRel);
         }
         *r.bound.lock().unwrap_or_else(|e| e.into_inner()) = (t, if unbind { 0 } else { privs }, va_type);

@@ -2,10 +2,11 @@
 //! every backend request is the address of one of these slots, so a completion
 //! becomes a DAT event with no lookup and no allocation.
 
+use crate::state::{Provider, Upcalls};
 use dat_abi::*;
 use crate::backend::{Completion, CompletionKind};
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -98,10 +99,26 @@ impl Drop for Ring {
     }
 }
 
+/// Notes the EP behind QP `qp_num`, which takes its receives from an SRQ:
+/// their completions name the QP, not the EP.
+pub fn map_qp<T: Provider>(qp_num: u32, ep: usize) {
+    T::state().srq_qps.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(qp_num, ep);
+}
+
+pub fn unmap_qp<T: Provider>(qp_num: u32) {
+    if let Some(m) = T::state().srq_qps.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        m.remove(&qp_num);
+    }
+}
+
+pub fn ep_of_qp<T: Provider>(qp_num: u32) -> usize {
+    T::state().srq_qps.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&qp_num).copied()).unwrap_or(0)
+}
+
 /// Fills `ev` from a work completion on the EVD `evd`; false if the
 /// completion belongs to an EP that has since been freed.
 #[inline]
-pub fn event_from_completion(wc: &Completion, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) -> bool {
+pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) -> bool {
     // SAFETY: every wr_id we post is the address of a slot in a ring whose
     // memory is never freed (see Ring::new).
     let slot = unsafe { &*(wc.wr_id as *const DtoSlot) };
@@ -122,18 +139,18 @@ pub fn event_from_completion(wc: &Completion, evd: DAT_EVD_HANDLE, ev: &mut DAT_
         return true;
     }
     let (owner, op) = if slot.op == OP_SRQ_RECV {
-        (crate::srq::ep_of_qp(wc.qp_num), DAT_DTO_RECEIVE)
+        (ep_of_qp::<T>(wc.qp_num), DAT_DTO_RECEIVE)
     } else {
         (slot.owner, slot.op)
     };
     if status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED {
         // An error completion leaves the QP in error: the connection is gone.
-        crate::ep::break_on_error(owner);
+        <T::Up as Upcalls<T>>::ep_broken(owner);
     }
     let received = op == DAT_DTO_RECEIVE || op == DAT_IB_DTO_RECV_UD;
     let len = if received { wc.byte_len as u64 } else { slot.len };
     if received && status == DAT_DTO_SUCCESS {
-        crate::counters::received(owner, wc, op == DAT_IB_DTO_RECV_UD);
+        <T::Up as Upcalls<T>>::ep_received(owner, wc, op == DAT_IB_DTO_RECV_UD);
     }
     // Immediate data or an IB extension operation makes it an extended event.
     let ext = if status != DAT_DTO_SUCCESS {
@@ -198,6 +215,8 @@ pub fn ext_data(ev: &mut DAT_EVENT) -> &mut DAT_IB_EXTENSION_EVENT_DATA {
 mod tests {
     use super::*;
 
+    type T = crate::mock::Mock;
+
     fn wc(wr_id: u64, status: DAT_DTO_COMPLETION_STATUS, byte_len: u32) -> Completion {
         Completion { wr_id, status, byte_len, ..Default::default() }
     }
@@ -210,14 +229,14 @@ mod tests {
         let recv = ring.claim(0x1000, 43, 4096, DAT_DTO_RECEIVE, 0);
         // SAFETY: DAT_EVENT is plain C data.
         let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
-        assert!(event_from_completion(&wc(send, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        assert!(event_from_completion::<T>(&wc(send, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
         // SAFETY: the event number says which member is filled.
         let d = unsafe { ev.event_data.dto_completion_event_data };
         assert_eq!(ev.event_number, DAT_DTO_COMPLETION_EVENT);
         assert_eq!((d.ep_handle as usize, unsafe { d.user_cookie.as_64 }, d.transfered_length), (0x1000, 42, 300));
         assert_eq!((d.status, d.operation), (DAT_DTO_SUCCESS, DAT_DTO_SEND));
         // A receive reports the bytes that arrived, not the buffer size.
-        assert!(event_from_completion(&wc(recv, DAT_DTO_ERR_FLUSHED, 17), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        assert!(event_from_completion::<T>(&wc(recv, DAT_DTO_ERR_FLUSHED, 17), 0x2000 as DAT_EVD_HANDLE, &mut ev));
         // SAFETY: as above.
         let d = unsafe { ev.event_data.dto_completion_event_data };
         assert_eq!((d.transfered_length, d.status, d.operation), (17, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE));
@@ -225,6 +244,6 @@ mod tests {
         // Once the owner is gone, a late completion is dropped.
         let late = ring.claim(0x1000, 44, 1, DAT_DTO_SEND, 0);
         drop(ring);
-        assert!(!event_from_completion(&wc(late, DAT_DTO_ERR_FLUSHED, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        assert!(!event_from_completion::<T>(&wc(late, DAT_DTO_ERR_FLUSHED, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
     }
 }

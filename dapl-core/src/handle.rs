@@ -1,0 +1,198 @@
+//! DAT handles: type-stable slots that outlive the objects in them.
+//!
+//! A handle is the address of a `Slot<T>`. The slot's first word is our
+//! provider table (what DAT_HANDLE_TO_PROVIDER reads), the second a tag
+//! saying which kind of object lives there, or that none does. Slots are
+//! never given back to the allocator, only reused for the same type, oldest
+//! first, so a freed or wrong-type handle reads a tag that says so and the
+//! call returns DAT_INVALID_HANDLE instead of touching freed memory.
+
+use crate::state::Provider;
+use dat_abi::status::invalid_handle;
+use dat_abi::*;
+use std::any::TypeId;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// Tags are this magic in the high half and the DAT_HANDLE_TYPE in the low.
+const MAGIC: u32 = 0xDA70_0000;
+const DEAD: u32 = 0xDEAD_0000;
+
+#[repr(C)]
+pub struct Header {
+    /// Must stay the first word: consumers' macros and the registry read it.
+    provider: AtomicPtr<DAT_PROVIDER>,
+    tag: AtomicU32,
+    /// The consumer's DAT_CONTEXT, an 8-byte union kept as its bits.
+    context: AtomicU64,
+}
+
+#[repr(C)]
+pub struct Slot<T> {
+    header: Header,
+    body: UnsafeCell<MaybeUninit<T>>,
+}
+
+// Bodies are only reached through &T after the tag check; T's own fields
+// carry the synchronisation (Object requires Sync).
+unsafe impl<T: Sync> Sync for Slot<T> {}
+
+/// A DAT object kind that lives in slots.
+pub trait Object: Sized + Send + Sync + 'static {
+    /// The transport whose provider tables the object's handles carry, and
+    /// whose state keeps its freed slots.
+    type P: Provider;
+    const TYPE: DAT_HANDLE_TYPE;
+    /// The DAT_INVALID_HANDLE minor for a bad handle of this kind.
+    const INVALID: u32;
+}
+
+/// Runs `f` on the free list of `O`'s slots (by address), made on first use.
+fn with_free<O: Object, R>(f: impl FnOnce(&mut VecDeque<usize>) -> R) -> R {
+    let mut lists = O::P::state().free_slots.lock().unwrap_or_else(|e| e.into_inner());
+    let id = TypeId::of::<O>();
+    let i = match lists.iter().position(|(t, _)| *t == id) {
+        Some(i) => i,
+        None => {
+            lists.push((id, VecDeque::new()));
+            lists.len() - 1
+        }
+    };
+    f(&mut lists[i].1)
+}
+
+/// Puts `value` in a slot owned by provider table `provider` and returns its handle.
+pub fn insert<O: Object>(value: O, provider: *mut DAT_PROVIDER) -> DAT_HANDLE {
+    // SAFETY: the list for O holds only addresses of leaked Slot<O>s (see remove).
+    let reused = with_free::<O, _>(|l| l.pop_front()).map(|a| unsafe { &*(a as *const Slot<O>) });
+    let slot: &'static Slot<O> = reused.unwrap_or_else(|| {
+        Box::leak(Box::new(Slot {
+            header: Header {
+                provider: AtomicPtr::new(provider),
+                tag: AtomicU32::new(DEAD),
+                context: AtomicU64::new(0),
+            },
+            body: UnsafeCell::new(MaybeUninit::uninit()),
+        }))
+    });
+    // SAFETY: the slot is dead (fresh, or taken off the free list), so no
+    // one else reads or writes its body.
+    unsafe { (*slot.body.get()).write(value) };
+    slot.header.provider.store(provider, Ordering::Relaxed);
+    slot.header.context.store(0, Ordering::Relaxed);
+    slot.header.tag.store(MAGIC | O::TYPE, Ordering::Release);
+    slot as *const Slot<O> as DAT_HANDLE
+}
+
+/// Ends the object behind `h` (which must have passed `get`) and queues its
+/// slot for reuse. Returns false if another thread removed it first.
+pub fn remove<O: Object>(h: DAT_HANDLE) -> bool {
+    // SAFETY: callers pass handles that `get::<O>` accepted: a live slot of O.
+    let slot: &'static Slot<O> = unsafe { &*(h as *const Slot<O>) };
+    if slot.header.tag.compare_exchange(MAGIC | O::TYPE, DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return false;
+    }
+    // SAFETY: we won the tag race, so the body is initialised and ours to drop.
+    unsafe { (*slot.body.get()).assume_init_drop() };
+    with_free::<O, _>(|l| l.push_back(slot as *const Slot<O> as usize));
+    true
+}
+
+/// The live header behind any handle of ours, or None.
+#[inline]
+fn header<T: Provider>(h: DAT_HANDLE) -> Option<&'static Header> {
+    if h.is_null() || (h as usize) % std::mem::align_of::<Header>() != 0 {
+        return None;
+    }
+    // SAFETY: the DAT contract makes a handle point at an object whose first
+    // word is its provider; we read that word and our tag only.
+    let hdr = unsafe { &*(h as *const Header) };
+    let ours = T::state().tables.is_ours(hdr.provider.load(Ordering::Relaxed));
+    (ours && hdr.tag.load(Ordering::Acquire) & 0xFFFF_0000 == MAGIC).then_some(hdr)
+}
+
+/// The object behind `h` if it is a live `T` of ours.
+#[inline]
+pub fn get<O: Object>(h: DAT_HANDLE) -> Result<&'static O, DAT_RETURN> {
+    match header::<O::P>(h) {
+        Some(hdr) if hdr.tag.load(Ordering::Acquire) == MAGIC | O::TYPE => {
+            // SAFETY: the tag says an O is initialised here (tags of one
+            // transport's tables name one type each); slots are never freed.
+            Ok(unsafe { (*(*(h as *const Slot<O>)).body.get()).assume_init_ref() })
+        }
+        _ => Err(invalid_handle(O::INVALID)),
+    }
+}
+
+/// The DAT_HANDLE_TYPE of a live handle of ours.
+pub fn kind_of<T: Provider>(h: DAT_HANDLE) -> Option<DAT_HANDLE_TYPE> {
+    header::<T>(h).map(|hdr| hdr.tag.load(Ordering::Acquire) & 0xFFFF)
+}
+
+pub fn set_context<T: Provider>(h: DAT_HANDLE, context: DAT_CONTEXT) -> bool {
+    header::<T>(h).map(|hdr| {
+        // SAFETY: DAT_CONTEXT is an 8-byte union; every member is plain bits.
+        hdr.context.store(unsafe { context.as_64 }, Ordering::Release)
+    }).is_some()
+}
+
+pub fn context<T: Provider>(h: DAT_HANDLE) -> Option<DAT_CONTEXT> {
+    header::<T>(h).map(|hdr| DAT_CONTEXT { as_64: hdr.context.load(Ordering::Acquire) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::Mock;
+
+    /// Borrows the PZ tag: no PZ handle is ever checked against it here.
+    struct Thing(u32);
+    impl Object for Thing {
+        type P = Mock;
+        const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_PZ;
+        const INVALID: u32 = DAT_INVALID_HANDLE_PZ;
+    }
+
+    struct Other;
+    impl Object for Other {
+        type P = Mock;
+        const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_LMR;
+        const INVALID: u32 = DAT_INVALID_HANDLE_LMR;
+    }
+
+    #[test]
+    fn live_stale_and_wrong_type_handles() {
+        // SAFETY: an all-zero DAT_PROVIDER is all-None function slots and NULL pointers.
+        let table = Mock::state().tables.find_or_add("handle-test", || unsafe { std::mem::zeroed() }).unwrap();
+        let h = insert(Thing(7), table);
+        // SAFETY: reading the first word of our own slot, as a consumer's macro would.
+        assert_eq!(unsafe { *(h as *const *mut DAT_PROVIDER) }, table);
+        assert_eq!(get::<Thing>(h).map(|t| t.0), Ok(7));
+        assert_eq!(kind_of::<Mock>(h), Some(DAT_HANDLE_TYPE_PZ));
+        assert_eq!(get::<Other>(h).err(), Some(invalid_handle(DAT_INVALID_HANDLE_LMR)));
+        assert!(set_context::<Mock>(h, DAT_CONTEXT { as_64: 99 }));
+        // SAFETY: reading back the plain 8-byte union we stored.
+        assert_eq!(unsafe { context::<Mock>(h).unwrap().as_64 }, 99);
+        assert!(remove::<Thing>(h));
+        assert!(!remove::<Thing>(h), "a second free is refused");
+        assert_eq!(get::<Thing>(h).err(), Some(invalid_handle(DAT_INVALID_HANDLE_PZ)));
+        assert_eq!(kind_of::<Mock>(h), None);
+        // The slot comes back for the next Thing, with its context cleared.
+        let h2 = insert(Thing(8), table);
+        assert_eq!(h2, h);
+        // SAFETY: as above.
+        assert_eq!(unsafe { context::<Mock>(h2).unwrap().as_64 }, 0);
+        assert!(remove::<Thing>(h2));
+    }
+
+    #[test]
+    fn foreign_null_and_misaligned_handles() {
+        assert_eq!(get::<Thing>(std::ptr::null_mut()).err(), Some(invalid_handle(DAT_INVALID_HANDLE_PZ)));
+        let foreign: [usize; 4] = [0x1234_5678, MAGIC as usize | 6, 0, 0];
+        assert!(get::<Thing>(foreign.as_ptr() as DAT_HANDLE).is_err());
+        let misaligned = (foreign.as_ptr() as usize + 1) as DAT_HANDLE;
+        assert!(get::<Thing>(misaligned).is_err());
+    }
+}
