@@ -4,6 +4,7 @@ use crate::allowed::{is_allowed, name};
 use crate::api::{Api, LIVE_KINDS, Live};
 use crate::ops::{Op, PostKind, Sel, Seg};
 use dat_abi::*;
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::mem::zeroed;
 use std::ptr::{null, null_mut};
@@ -11,6 +12,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub static CALLS: AtomicU64 = AtomicU64::new(0);
+/// Distinct (call, return type) pairs seen: the fuzzer's coverage measure of the API's outcomes.
+pub static OUTCOMES: Mutex<BTreeSet<(&'static str, u32)>> = Mutex::new(BTreeSet::new());
 /// What the sequence is doing now, for the watchdog's report.
 pub static CURRENT: Mutex<String> = Mutex::new(String::new());
 /// When the current call started (ms since the epoch), 0 between sequences.
@@ -138,6 +141,7 @@ impl<'a> Seq<'a> {
     /// when its first handle is known bad.
     fn check(&mut self, call: &'static str, primary: Pick, r: DAT_RETURN) -> Result<(), Finding> {
         CALLS.fetch_add(1, Ordering::Relaxed);
+        OUTCOMES.lock().unwrap().insert((call, r & DAT_TYPE_MASK));
         self.log.push(format!("{call} -> {}", name(r)));
         if !is_allowed(call, r) {
             return Err(format!("{call} returned {}, which the spec does not allow", name(r)));
@@ -377,7 +381,9 @@ impl<'a> Seq<'a> {
                             ("dat_ep_create_with_srq", (api.dat_ep_create_with_srq)(p.h, picks[0].h, picks[1].h, picks[2].h, picks[3].h, s.h, null(), &mut h), Some(s))
                         }
                     };
-                    let all: Vec<Pick> = [p].into_iter().chain(picks).chain(s).collect();
+                    // Not the connection EVD: a software queue, which the core lets IAs share (see dapl-core ep.rs).
+                    let all: Vec<Pick> = [p].into_iter().chain(picks[..3].iter().copied()).chain(s).collect();
+                    self.same_ia(call, &[picks[3]], r)?;
                     self.same_ia(call, &all, r)?;
                     self.created(call, p, r, Kind::Ep, h)
                 }

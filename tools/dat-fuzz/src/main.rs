@@ -142,10 +142,16 @@ fn main() {
     let conf_findings = if findings == 0 { conf::run(&lib_dir, &dir, args.confs, seed, args.hang_secs) } else { 0 };
     findings += conf_findings;
     let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("DAT_FUZZ_OUTCOMES").is_some() {
+        for (call, major) in exec::OUTCOMES.lock().unwrap().iter() {
+            println!("  {call} {}", allowed::name(*major));
+        }
+    }
     println!(
-        "fuzz: {} sequences, {} calls, {} dat.conf files, {} findings ({:.1}s)",
+        "fuzz: {} sequences, {} calls, {} distinct call/outcome pairs, {} dat.conf files, {} findings ({:.1}s)",
         sequences.load(Ordering::Relaxed),
         exec::CALLS.load(Ordering::Relaxed),
+        exec::OUTCOMES.lock().unwrap().len(),
         args.confs,
         findings,
         start.elapsed().as_secs_f64()

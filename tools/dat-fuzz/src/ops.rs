@@ -115,7 +115,7 @@ fn timeout_us() -> impl Strategy<Value = u32> {
 fn evd_flags() -> impl Strategy<Value = u32> {
     // DAT_EVD_{SOFTWARE,CR,DTO,CONNECTION,RMR_BIND,ASYNC}_FLAG, in any mix, and junk bits now and then.
     prop_oneof![
-        8 => prop::sample::subsequence(vec![0x01u32, 0x10, 0x20, 0x04, 0x40, 0x02], 0..=6).prop_map(|v| v.into_iter().fold(0, |a, b| a | b)),
+        8 => prop::sample::subsequence(vec![0x01u32, 0x10, 0x20, 0x40, 0x80, 0x100], 0..=6).prop_map(|v| v.into_iter().fold(0, |a, b| a | b)),
         1 => any::<u32>(),
     ]
 }
