@@ -411,7 +411,8 @@ impl<'a> Seq<'a> {
                     addr.sin_family = libc::AF_INET as _;
                     addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
                     let mut buf = [0u8; 256];
-                    let size = if (0..=256).contains(&pdata) { pdata } else { pdata };
+                    // Sizes past our buffer go with a NULL pointer: the provider must refuse, not read.
+                    let size = pdata;
                     let ptr = if (0..=256).contains(&pdata) { buf.as_mut_ptr() as DAT_PVOID } else { null_mut() };
                     let r = (api.dat_ep_connect)(p.h, &mut addr as *mut _ as DAT_IA_ADDRESS_PTR, qual, timeout, size, ptr,
                         DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);

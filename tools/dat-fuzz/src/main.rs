@@ -32,9 +32,8 @@ struct Args {
 
 fn parse() -> Args {
     let mut a = Args { lib_dir: PathBuf::from("target/release"), seconds: None, sequences: None, seed: None, max_len: 64, confs: 100, hang_secs: 60 };
-    let mut it = std::env::args().skip(1);
-    if let Some(first) = std::env::args().nth(1).filter(|s| s == "--conf-child") {
-        let _ = first;
+    let mut it = std::env::args().skip(1).peekable();
+    if it.peek().is_some_and(|s| s == "--conf-child") {
         it.next();
         let (lib, conf) = (it.next().expect("lib"), it.next().expect("conf"));
         std::process::exit(conf::child(Path::new(&lib), Path::new(&conf)));
