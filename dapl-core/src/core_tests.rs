@@ -310,3 +310,22 @@ fn counters_move_by_what_was_posted_and_completed() {
     // SAFETY: a live IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
+
+/// Fuzzer finding (tools/dat-fuzz): our registry's consumer IA handles are
+/// small integers (1..=0xFFFF); one passed as an EVD to dat_ep_create was
+/// dereferenced when it happened to be 8-aligned, and crashed the process.
+#[test]
+fn a_consumer_ia_handle_in_place_of_an_object_is_refused_not_read() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-small-handles");
+    for small in [8usize, 16, 0x100, 0xFFF8] {
+        let bogus = small as DAT_HANDLE;
+        let mut ep = null_mut();
+        // SAFETY: a consumer call with a bad EVD handle; the out-pointer is ours.
+        let r = unsafe { ep::create::<T>(s.ia, s.pz, bogus, s.dto, s.conn, std::ptr::null(), &mut ep) };
+        assert_eq!(r & DAT_TYPE_MASK, DAT_INVALID_HANDLE, "EVD handle {small:#x}: {r:#x}");
+        assert!(dequeue(bogus).is_none());
+    }
+    // SAFETY: the setup's IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

@@ -100,10 +100,16 @@ pub fn remove<O: Object>(h: DAT_HANDLE) -> bool {
     true
 }
 
+/// Handles at or below this are never ours (see `header`).
+const LOWEST_INVALID: usize = 0xFFFF;
+
 /// The live header behind any handle of ours, or None.
 #[inline]
 fn header<T: Provider>(h: DAT_HANDLE) -> Option<&'static Header> {
-    if h.is_null() || (h as usize) % std::mem::align_of::<Header>() != 0 {
+    // Nothing is mapped in the lowest 64 KiB (Linux's mmap_min_addr), and our
+    // registry hands consumers IA handles 1..=0xFFFF: one of those passed where
+    // an object belongs (fuzzer finding) must be refused, not read.
+    if (h as usize) <= LOWEST_INVALID || (h as usize) % std::mem::align_of::<Header>() != 0 {
         return None;
     }
     // SAFETY: the DAT contract makes a handle point at an object whose first

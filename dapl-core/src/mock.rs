@@ -18,6 +18,24 @@ pub struct Mock;
 pub static LIVE_PDS: AtomicUsize = AtomicUsize::new(0);
 pub static LIVE_QPS: AtomicUsize = AtomicUsize::new(0);
 pub static LIVE_IDS: AtomicUsize = AtomicUsize::new(0);
+pub static LIVE_CQS: AtomicUsize = AtomicUsize::new(0);
+pub static LIVE_MRS: AtomicUsize = AtomicUsize::new(0);
+pub static LIVE_MWS: AtomicUsize = AtomicUsize::new(0);
+pub static LIVE_SRQS: AtomicUsize = AtomicUsize::new(0);
+
+/// Every live-object counter, named, in one order (the mock provider exports these).
+pub fn live_objects() -> [(&'static str, usize); 7] {
+    let l = |c: &AtomicUsize| c.load(Ordering::Acquire);
+    [
+        ("pd", l(&LIVE_PDS)),
+        ("qp", l(&LIVE_QPS)),
+        ("id", l(&LIVE_IDS)),
+        ("cq", l(&LIVE_CQS)),
+        ("mr", l(&LIVE_MRS)),
+        ("mw", l(&LIVE_MWS)),
+        ("srq", l(&LIVE_SRQS)),
+    ]
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -122,6 +140,7 @@ impl DeviceOps<Mock> for Device {
     }
 
     fn create_cq(&self, _depth: i32) -> io::Result<Cq> {
+        LIVE_CQS.fetch_add(1, Ordering::AcqRel);
         Ok(Cq(Arc::new(Mutex::new(VecDeque::new()))))
     }
 
@@ -159,14 +178,17 @@ impl Drop for Pd {
 
 impl PdOps<Mock> for Pd {
     fn register(&self, _addr: *mut libc::c_void, len: usize, _privs: DAT_MEM_PRIV_FLAGS) -> io::Result<Mr> {
+        LIVE_MRS.fetch_add(1, Ordering::AcqRel);
         Ok(Mr(len as u32))
     }
 
     fn alloc_mw(&self, _type2: bool) -> io::Result<Mw> {
+        LIVE_MWS.fetch_add(1, Ordering::AcqRel);
         Ok(Mw(AtomicU32::new(0x100)))
     }
 
     fn create_srq(&self, _max_wr: u32, _max_sge: u32, _limit: u32) -> io::Result<Srq> {
+        LIVE_SRQS.fetch_add(1, Ordering::AcqRel);
         Ok(Srq)
     }
 
@@ -176,6 +198,12 @@ impl PdOps<Mock> for Pd {
 }
 
 pub struct Mr(u32);
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        LIVE_MRS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 impl MrOps for Mr {
     fn lkey(&self) -> u32 {
@@ -188,6 +216,12 @@ impl MrOps for Mr {
 }
 
 pub struct Mw(AtomicU32);
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        LIVE_MWS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 impl MwOps for Mw {
     fn is_type2(&self) -> bool {
@@ -208,6 +242,12 @@ impl MwOps for Mw {
 }
 
 pub struct Srq;
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        LIVE_SRQS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 impl SrqOps<Mock> for Srq {
     fn post_recv(&self, _wr_id: u64, _sges: &[(u64, u32, u32)]) -> Result<(), i32> {
@@ -236,6 +276,12 @@ impl AhOps for Ah {
 type Queue = Arc<Mutex<VecDeque<Completion>>>;
 
 pub struct Cq(Queue);
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        LIVE_CQS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 impl CqOps for Cq {
     fn poll(&self, out: &mut Completion) -> bool {
