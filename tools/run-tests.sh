@@ -49,6 +49,10 @@ PY
 }
 
 section unit cargo test --release --workspace
+# The stateful fuzzer (tools/dat-fuzz): a minute of random call sequences
+# into the core on the mock backend, under memcheck; counted by its exit code.
+section fuzz valgrind -q --error-exitcode=99 --leak-check=no --trace-children=yes \
+    target/release/dat-fuzz --seconds 60 --confs 20
 section ctest make -C ctest run
 section abi python3 tools/abi-check/abi_check.py \
     --ours-include include --ref-include /usr/include \

@@ -17,6 +17,8 @@ packages=(
     python3
     # install and packaging: dpkg-deb/dpkg-shlibdeps, and man to check the pages
     dpkg-dev man-db
+    # the fuzzer's short run goes under memcheck, which catches use-after-free on stable Rust
+    valgrind
 )
 
 missing=()
