@@ -34,7 +34,9 @@ cache), showing their IA and provider attributes.
   --json        machine-readable output
   -v            all attributes, the library search, the raw lines
   --generate    print dat.conf lines for this host's RDMA netdevs and ACTIVE
-                ports for our provider libdaplibv.so.2
+                ports for our provider libdaplibv.so.2, then one for the
+                software provider libdaplsock.so.2 (TCP/UDP) per up netdev
+                with an IPv4 address, named ofa-v2-sock-<netdev>
   --root DIR    read sys/class/... under DIR instead of / (for testing)
 
 Exit status: 0 every listed entry is usable; 1 some are not (or --generate
@@ -230,7 +232,7 @@ fn run() -> Result<bool, (u8, String)> {
         let g = generate::generate(&host);
         if args.json {
             let mut o = Json::obj();
-            o.set("provider", generate::OUR_PROVIDER).set("lines", g.lines.clone()).set("left_out", g.skipped.clone());
+            o.set("provider", generate::OUR_PROVIDER).set("sock_provider", generate::SOCK_PROVIDER).set("lines", g.lines.clone()).set("left_out", g.skipped.clone());
             println!("{}", o.render());
         } else {
             print!("{}", generate::render(&host, &g));

@@ -3,7 +3,9 @@
 //! Two styles exist: rdma_cm providers (`libdaplofa.so.2`) take
 //! `"<netdev> 0"` or `"<ip address> 0"`; scm/ucm providers (`libdaploscm`,
 //! `libdaploucm`) take `"<verbs device> <port>"`; ours (`libdaplibv.so.2`)
-//! takes either. For other libraries the string is the provider's business,
+//! takes either. The software provider (`libdaplsock.so.2`, TCP and UDP)
+//! takes `"<netdev> <n>"` or `"<IPv4 address> <n>"`: the netdev must be up
+//! with an IPv4 address, the address on an up netdev. For other libraries the string is the provider's business,
 //! so a name that matches nothing is only a note.
 
 use crate::sysfs::{Host, NetDev, RdmaLink};
@@ -14,6 +16,8 @@ pub enum Style {
     RdmaCm,
     Verbs,
     Both,
+    /// The software provider: a netdev or IPv4 address, then a number.
+    Sock,
     Unknown,
 }
 
@@ -26,6 +30,8 @@ impl Style {
             Style::Verbs
         } else if base.starts_with("libdaplibv") {
             Style::Both
+        } else if base.starts_with("libdaplsock") {
+            Style::Sock
         } else {
             Style::Unknown
         }
@@ -36,6 +42,7 @@ impl Style {
             Style::RdmaCm => "\"<netdev> 0\" or \"<ip address> 0\" (rdma_cm provider)",
             Style::Verbs => "\"<verbs device> <port>\" (scm/ucm provider)",
             Style::Both => "\"<netdev> 0\", \"<ip address> 0\" or \"<verbs device> <port>\"",
+            Style::Sock => "\"<netdev> <n>\" or \"<IPv4 address> <n>\" (software provider)",
             Style::Unknown => "whatever its provider defines",
         }
     }
@@ -46,7 +53,8 @@ pub struct Check {
     /// False: this entry cannot work as written.
     pub ok: bool,
     /// Machine-readable: "ok", "unchecked", "device-absent", "port-down",
-    /// "no-rdma-device", "wrong-style", "bad-params".
+    /// "no-rdma-device", "wrong-style", "bad-params", and for the software
+    /// provider "netdev-down", "no-ipv4".
     pub status: &'static str,
     pub text: String,
 }
@@ -82,6 +90,69 @@ fn netdev_ports(host: &Host, n: &NetDev, via: &str) -> Check {
     }
 }
 
+/// "up", "DOWN" or "state unknown".
+fn up_word(n: &NetDev) -> &'static str {
+    match n.up {
+        Some(true) => "up",
+        Some(false) => "DOWN",
+        None => "state unknown",
+    }
+}
+
+/// "10.0.0.1 10.0.0.2" or "no IPv4 address".
+fn ipv4_list(n: &NetDev) -> String {
+    let v = n.ipv4();
+    if v.is_empty() { "no IPv4 address".into() } else { v.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" ") }
+}
+
+/// Up netdevs with IPv4 addresses: "eth0 10.0.0.1, lo 127.0.0.1".
+fn usable_for_sock(host: &Host) -> String {
+    let v: Vec<String> =
+        host.netdevs.iter().filter(|n| n.up != Some(false) && !n.ipv4().is_empty()).map(|n| format!("{} {}", n.name, ipv4_list(n))).collect();
+    if v.is_empty() { "none".into() } else { v.join(", ") }
+}
+
+/// The netdev a software-provider IA would use: up, with an IPv4 address
+/// (unless addresses could not be read).
+fn sock_netdev(host: &Host, n: &NetDev, via: &str) -> Check {
+    if n.up == Some(false) {
+        return bad("netdev-down", format!("{via}netdev {} is DOWN (`ip link set {} up`)", n.name, n.name));
+    }
+    if !host.addrs_known {
+        return Check { ok: true, status: "unchecked", text: format!("{via}netdev {} {} (addresses not checked)", n.name, up_word(n)) };
+    }
+    if n.ipv4().is_empty() {
+        return bad(
+            "no-ipv4",
+            format!("{via}netdev {} has no IPv4 address, which the software provider binds to; netdevs that would do: {}", n.name, usable_for_sock(host)),
+        );
+    }
+    good(format!("{via}netdev {} {}, IPv4 {}", n.name, up_word(n), ipv4_list(n)))
+}
+
+/// The software provider's ia_params: "<netdev|IPv4> <n>".
+fn check_sock(host: &Host, first: &str, second: Option<&str>) -> Check {
+    if second.is_none_or(|s| s.parse::<u32>().is_err()) {
+        return bad("bad-params", format!("\"{first}\" needs a number after it; this library expects {}", Style::Sock.expects()));
+    }
+    if let Ok(ip) = first.parse::<IpAddr>() {
+        if ip.is_ipv6() {
+            return bad("bad-params", format!("IPv6 address {ip} given; the software provider takes an IPv4 address or a netdev"));
+        }
+        if !host.addrs_known {
+            return Check { ok: true, status: "unchecked", text: format!("IP address {ip} (addresses not checked)") };
+        }
+        return match host.netdev_with_addr(&ip) {
+            Some(n) => sock_netdev(host, n, &format!("IP address {ip} is on ")),
+            None => bad("device-absent", format!("IP address {ip} is on no netdev here; up netdevs with IPv4: {}", usable_for_sock(host))),
+        };
+    }
+    match host.netdev(first) {
+        Some(n) => sock_netdev(host, n, ""),
+        None => bad("device-absent", format!("netdev {first} absent; up netdevs with IPv4: {}", usable_for_sock(host))),
+    }
+}
+
 pub fn check(host: &Host, style: Style, params: &str) -> Check {
     let toks: Vec<&str> = params.split_whitespace().collect();
     let Some(&first) = toks.first() else {
@@ -92,6 +163,9 @@ pub fn check(host: &Host, style: Style, params: &str) -> Check {
         };
     };
     let second = toks.get(1).copied();
+    if style == Style::Sock {
+        return check_sock(host, first, second);
+    }
     let lenient = style == Style::Unknown;
 
     if let Ok(ip) = first.parse::<IpAddr>() {
@@ -161,7 +235,7 @@ pub fn check(host: &Host, style: Style, params: &str) -> Check {
     let text = match style {
         Style::RdmaCm => format!("netdev {first} absent; present: {}", host.netdevs_summary()),
         Style::Verbs => format!("RDMA device {first} absent; present: {}", host.devices_summary()),
-        Style::Both | Style::Unknown => format!(
+        Style::Both | Style::Sock | Style::Unknown => format!(
             "{first} is neither a netdev, an IP address nor an RDMA device here; netdevs: {}; RDMA devices: {}",
             host.netdevs_summary(),
             host.devices_summary()
@@ -267,6 +341,43 @@ mod tests {
         assert!(!check(&h, Style::Both, "rxe0 0").ok);
         let c = check(&h, Style::Both, "eth9 0");
         assert!(c.text.starts_with("eth9 is neither"), "{c:?}");
+    }
+
+    #[test]
+    fn software_provider_netdev_and_address() {
+        let (_t, mut h) = host();
+        assert_eq!(Style::of("/opt/x/libdaplsock.so.2"), Style::Sock);
+        // lo: up, 127.0.0.1 (fake_host writes operstate "up" for it).
+        let c = check(&h, Style::Sock, "lo 0");
+        assert!(c.ok, "{c:?}");
+        assert_eq!(c.text, "netdev lo up, IPv4 127.0.0.1");
+        let c = check(&h, Style::Sock, "10.0.0.1 1");
+        assert!(c.ok, "{c:?}");
+        assert_eq!(c.text, "IP address 10.0.0.1 is on netdev dum0 up, IPv4 10.0.0.1");
+        // eth2 is up but has no address: nothing to bind to.
+        let c = check(&h, Style::Sock, "eth2 0");
+        assert_eq!(c.status, "no-ipv4", "{c:?}");
+        assert!(c.text.ends_with("would do: dum0 10.0.0.1, lo 127.0.0.1"), "{c:?}");
+        let c = check(&h, Style::Sock, "eth9 0");
+        assert_eq!(c.status, "device-absent");
+        assert_eq!(c.text, "netdev eth9 absent; up netdevs with IPv4: dum0 10.0.0.1, lo 127.0.0.1");
+        let c = check(&h, Style::Sock, "192.0.2.1 0");
+        assert_eq!(c.status, "device-absent");
+        assert!(c.text.starts_with("IP address 192.0.2.1 is on no netdev here"), "{c:?}");
+        assert_eq!(check(&h, Style::Sock, "lo").status, "bad-params", "number missing");
+        assert_eq!(check(&h, Style::Sock, "lo x").status, "bad-params");
+        assert_eq!(check(&h, Style::Sock, "::1 0").status, "bad-params", "IPv6");
+        // A verbs device name is not a netdev.
+        assert_eq!(check(&h, Style::Sock, "rxe0 1").status, "device-absent");
+        // Down: both by name and through its address.
+        h.netdevs.iter_mut().find(|n| n.name == "dum0").unwrap().up = Some(false);
+        let c = check(&h, Style::Sock, "dum0 0");
+        assert_eq!(c.status, "netdev-down", "{c:?}");
+        let c = check(&h, Style::Sock, "10.0.0.1 0");
+        assert_eq!(c.status, "netdev-down", "{c:?}");
+        assert!(c.text.contains("`ip link set dum0 up`"), "{c:?}");
+        h.addrs_known = false;
+        assert_eq!(check(&h, Style::Sock, "lo 0").status, "unchecked");
     }
 
     #[test]

@@ -63,6 +63,33 @@ pub struct NetDev {
     pub name: String,
     pub rdma: Vec<RdmaLink>,
     pub addrs: Vec<IpAddr>,
+    /// Administratively up (IFF_UP in `flags`; without that file, `operstate`
+    /// "up" or "unknown", which is what lo and tun devices report); None if
+    /// sysfs says neither.
+    pub up: Option<bool>,
+}
+
+impl NetDev {
+    /// Its IPv4 addresses (the software provider's only kind).
+    pub fn ipv4(&self) -> Vec<std::net::Ipv4Addr> {
+        self.addrs.iter().filter_map(|a| match a {
+            IpAddr::V4(v) => Some(*v),
+            IpAddr::V6(_) => None,
+        }).collect()
+    }
+}
+
+/// IFF_UP from a netdev's sysfs `flags` ("0x1003"), else its `operstate`.
+fn netdev_up(dir: &Path) -> Option<bool> {
+    const IFF_UP: u32 = 0x1;
+    if let Some(f) = read_trim(&dir.join("flags")).and_then(|f| u32::from_str_radix(f.trim_start_matches("0x"), 16).ok()) {
+        return Some(f & IFF_UP != 0);
+    }
+    match read_trim(&dir.join("operstate"))?.as_str() {
+        "up" | "unknown" => Some(true),
+        "down" | "lowerlayerdown" | "notpresent" | "dormant" => Some(false),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -165,7 +192,8 @@ pub fn scan(root: &Path) -> Host {
         // A port-less link is redundant next to a precise one for that device.
         let precise: Vec<String> = rdma.iter().filter(|l| l.port.is_some()).map(|l| l.dev.clone()).collect();
         let rdma = rdma.into_iter().filter(|l| l.port.is_some() || !precise.contains(&l.dev)).collect();
-        netdevs.push(NetDev { name, rdma, addrs: Vec::new() });
+        let up = netdev_up(&dir);
+        netdevs.push(NetDev { name, rdma, addrs: Vec::new(), up });
     }
     Host { root: root.to_owned(), devices, netdevs, addrs_known: false }
 }
@@ -341,6 +369,23 @@ pub mod tests {
         );
         assert_eq!(h.devices_summary(), "mlx5_0 (port 1 ACTIVE, port 2 DOWN), rxe0 (port 1 ACTIVE)");
         assert_eq!(h.netdevs_of("rxe0", Some(1)), ["dum0"]);
+    }
+
+    #[test]
+    fn netdev_up_from_flags_then_operstate() {
+        let t = fake_host();
+        let r = &t.0;
+        // flags wins over operstate: lo reports operstate "unknown" though up.
+        write(r, "sys/class/net/lo/flags", "0x9\n");
+        write(r, "sys/class/net/lo/operstate", "unknown\n");
+        write(r, "sys/class/net/eth2/flags", "0x1002\n");
+        write(r, "sys/class/net/eth10/operstate", "down\n");
+        let h = scan(r);
+        assert_eq!(h.netdev("lo").unwrap().up, Some(true));
+        assert_eq!(h.netdev("eth2").unwrap().up, Some(false), "IFF_UP clear");
+        assert_eq!(h.netdev("eth10").unwrap().up, Some(false));
+        assert_eq!(h.netdev("dum0").unwrap().up, Some(true), "operstate up");
+        assert_eq!(h.netdev("ib0").unwrap().up, None, "neither file");
     }
 
     #[test]

@@ -175,3 +175,61 @@ fn generate_from_a_fake_sysfs() {
         );
     }
 }
+
+/// Whether lo is up with 127.0.0.1 here (a sandbox may lack either).
+fn lo_up_with_127() -> bool {
+    let up = fs::read_to_string("/sys/class/net/lo/flags")
+        .ok()
+        .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|f| f & 1 != 0);
+    // `ip` is how a user would check too; its absence makes this unknowable.
+    let addr = Command::new("ip").args(["-4", "-o", "addr", "show", "dev", "lo"]).output();
+    up && addr.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("inet 127.0.0.1/"))
+}
+
+#[test]
+fn generate_adds_software_provider_entries_on_the_real_host() {
+    let (code, out, err) = dat_info(&["--generate"], None);
+    let lo_line = "ofa-v2-sock-lo u2.0 nonthreadsafe default libdaplsock.so.2 dapl.2.0 \"lo 0\" \"\"";
+    if lo_up_with_127() {
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.lines().any(|l| l == lo_line), "{out}");
+        // After every verbs entry: the registry's default IA stays an RDMA one.
+        let entries: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+        let first_sock = entries.iter().position(|l| l.contains(" libdaplsock.so.2 ")).unwrap();
+        assert!(entries[first_sock..].iter().all(|l| l.contains(" libdaplsock.so.2 ")), "{out}");
+    } else {
+        assert!(!out.contains(lo_line), "{out}");
+        assert!(out.contains("# left out: libdaplsock.so.2 on netdev lo:"), "{out}");
+    }
+    let (_, json, _) = dat_info(&["--generate", "--json"], None);
+    assert!(json.contains("\"sock_provider\": \"libdaplsock.so.2\""), "{json}");
+}
+
+#[test]
+fn explains_software_provider_entries() {
+    let libs = our_libs();
+    let t = tmp("sock");
+    // The mock provider standing in as libdaplsock.so.2: dat-info picks how
+    // to read ia_params by the library's name, and the mock loads anywhere.
+    fs::copy(workspace().join("ctest/build/libdatmock.so.2"), t.0.join("libdaplsock.so.2")).unwrap();
+    let conf = t.0.join("dat.conf");
+    fs::write(
+        &conf,
+        "sock-lo u2.0 nonthreadsafe default libdaplsock.so.2 dapl.2.0 \"lo 0\" \"\"\n\
+         sock-nodev u2.0 nonthreadsafe default libdaplsock.so.2 dapl.2.0 \"eth9x 0\" \"\"\n\
+         sock-noaddr u2.0 nonthreadsafe default libdaplsock.so.2 dapl.2.0 \"192.0.2.77 0\" \"\"\n\
+         sock-nonum u2.0 nonthreadsafe default libdaplsock.so.2 dapl.2.0 \"lo\" \"\"\n",
+    )
+    .unwrap();
+    let libs = format!("{}:{libs}", t.0.display());
+    let (code, out, err) = dat_info(&["--file", conf.to_str().unwrap()], Some(libs));
+    let all = format!("--- stdout\n{out}--- stderr\n{err}");
+    assert_eq!(code, 1, "{all}");
+    if lo_up_with_127() {
+        assert!(out.contains("ia_params  \"lo 0\": netdev lo up, IPv4 127.0.0.1"), "{all}");
+    }
+    assert!(out.contains("sock-nodev (line 2): NOT USABLE: netdev eth9x absent; up netdevs with IPv4: "), "{all}");
+    assert!(out.contains("sock-noaddr (line 3): NOT USABLE: IP address 192.0.2.77 is on no netdev here"), "{all}");
+    assert!(out.contains("sock-nonum (line 4): NOT USABLE: \"lo\" needs a number after it"), "{all}");
+}
