@@ -149,7 +149,7 @@ ia_query:compares~the~IA~limits~with~ibv_query_device~of~a~verbs~adapter;~sock~h
     out=$WORK/provider.out
     # shellcheck disable=SC2086
     PT_IA=$IA PT_IA_DEV=sock-addr1 PT_IA_ADDR=sock-addr PT_IA_BADNET=sock-badnet PT_IA_BADPORT=sock-foreign \
-    PT_IA_LO=sock-foreign PT_ADAPTER=$NETDEV PT_ADDRESS=$ADDR PT_NETDEV=$NETDEV \
+    PT_IA_LO=sock-foreign PT_PROVIDER=daplsock PT_ADAPTER=$NETDEV PT_ADDRESS=$ADDR PT_NETDEV=$NETDEV \
         timeout 900 "$BIN" $run >"$out" 2>&1
     grep -v '^ok ' "$out"
     grep -q '^ctest-provider' "$out" || fail "provider_test: no summary line"
