@@ -8,4 +8,5 @@ cargo build --release --workspace
 tools/link-libdat2.sh release
 # dat.conf names providers by soname, as DAPL's libdaplofa.so.2.
 ln -sf libdaplibv.so target/release/libdaplibv.so.2
+ln -sf libdaplsock.so target/release/libdaplsock.so.2
 make -C ctest all

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the built tree (tools/build.sh) the way a C library installs:
-# libdat2.so.2 with its soname and development links, the provider
-# libdaplibv.so.2, include/dat2/*.h, dat-info and dat-perf, the man pages,
-# and a dat.conf for this host from `dat-info --generate` (into
+# libdat2.so.2 with its soname and development links, the providers
+# libdaplibv.so.2 and libdaplsock.so.2, include/dat2/*.h, dat-info and
+# dat-perf, the man pages, and a dat.conf for this host from
+# `dat-info --generate` (into
 # $sysconfdir/dat.conf if there is none, else beside it as
 # dat.conf.daplibv: an existing dat.conf is never touched).
 #
@@ -108,7 +109,7 @@ if [ "$uninstall" = 1 ]; then
     exit $rc
 fi
 
-for f in libdat2.so.2.0.0 libdaplibv.so dat-info dat-perf; do
+for f in libdat2.so.2.0.0 libdaplibv.so libdaplsock.so dat-info dat-perf; do
     [ -e "$out/$f" ] || { echo "install: $out/$f missing; run tools/build.sh first" >&2; exit 1; }
 done
 
@@ -159,6 +160,9 @@ link libdat2.so.2 "$libdir/libdat2.so"
 # Cargo names the provider libdaplibv.so; its soname is libdaplibv.so.2.
 put 755 "$out/libdaplibv.so" "$libdir/libdaplibv.so.2.0.0"
 link libdaplibv.so.2.0.0 "$libdir/libdaplibv.so.2"
+# The sock provider (TCP/UDP, no RDMA device; docs/sock.md), likewise.
+put 755 "$out/libdaplsock.so" "$libdir/libdaplsock.so.2.0.0"
+link libdaplsock.so.2.0.0 "$libdir/libdaplsock.so.2"
 if [ "$dapl_names" = 1 ]; then
     # dat.conf names libraries by file; our provider reads DAPL's rdma_cm
     # ia_params ("<netdev> 0", "<address> 0") and speaks its wire format.

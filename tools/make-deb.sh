@@ -42,7 +42,7 @@ COPY
 mkdir -p "$stage/debian"
 printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" >"$stage/debian/control"
 depends=$(cd "$stage" && dpkg-shlibdeps -O \
-    "tree$libdir/libdat2.so.2.0.0" "tree$libdir/libdaplibv.so.2.0.0" tree/usr/bin/dat-info tree/usr/bin/dat-perf 2>/dev/null |
+    "tree$libdir/libdat2.so.2.0.0" "tree$libdir/libdaplibv.so.2.0.0" "tree$libdir/libdaplsock.so.2.0.0" tree/usr/bin/dat-info tree/usr/bin/dat-perf 2>/dev/null |
     sed -n 's/^shlibs:Depends=//p')
 rm -rf "$stage/debian"
 
@@ -63,8 +63,9 @@ Priority: optional
 Description: DAT 2.0 (uDAPL) registry and verbs provider, a drop-in for DAPL
  libdat2.so.2 with DAPL 2.1's symbols and headers, and the provider
  libdaplibv.so.2 over rdma-core verbs and rdma_cm (also answering to
- libdaplofa.so.2). Programs built for DAPL, dtest and dapltest included,
- run on it unchanged. Includes dat-info, to check dat.conf, and dat-perf.
+ libdaplofa.so.2), and libdaplsock.so.2 over TCP and UDP sockets for
+ hosts with no RDMA device. Programs built for DAPL, dtest and dapltest
+ included, run on it unchanged. Includes dat-info, to check dat.conf, and dat-perf.
 CTRL
 # Programs linked against this libdat2 depend on a package that has it.
 printf 'libdat2 2 %s (>= %s)\n' "$name" "$version" >"$tree/DEBIAN/shlibs"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs what is missing, builds, and runs
 # every suite — Rust unit tests, the C registry tests, the ABI comparison with
-# the reference DAPL, the Soft-RoCE guest tests and MPI (MVAPICH2) over our
-# stack — then prints one line
+# the reference DAPL, the sock provider on this host, the Soft-RoCE guest
+# tests and MPI (MVAPICH2) over our stack — then prints one line
 # "tests: N passed, M failed" adding up all of them.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +57,8 @@ section ctest make -C ctest run
 section abi python3 tools/abi-check/abi_check.py \
     --ours-include include --ref-include /usr/include \
     --ours-lib target/release/libdat2.so.2 --ref-lib /usr/lib/x86_64-linux-gnu/libdat2.so.2
+# The sock provider (libdaplsock.so.2) on this host over loopback: no guest.
+section host-sock ctest/host/sock.sh
 section guest-ref-provider tools/rxe-vm/run-in-guest.sh ctest/guest/ref-provider.sh
 section guest-dat-info tools/rxe-vm/run-in-guest.sh tools/dat-info/guest-check.sh
 section guest-provider tools/rxe-vm/run-in-guest.sh ctest/guest/provider.sh

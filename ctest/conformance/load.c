@@ -184,7 +184,7 @@ struct load {
 	struct ep_state *eps;
 	struct mem rm, sm;
 	DAT_EVD_HANDLE req, recv;
-	atomic_int stop_posting, stop_reaping, closing;
+	atomic_int stop_posting, stop_reaping, closing, byes_left;
 	atomic_long bad, dup, lost, bytes, ops, errors;
 	char first_error[256];
 	pthread_mutex_t err_lock;
@@ -246,6 +246,9 @@ static void *poster(void *arg)
 		size_t off = (size_t)L.neps * WIN * MSG + (size_t)i * MSG;
 		struct msg *m = (struct msg *)(L.sm.buf + off);
 		fill_msg(m, (uint32_t)i, BYE_SEQ);
+		/* the server closes once it has every bye: flushes are expected from the last one on */
+		if (atomic_fetch_sub(&L.byes_left, 1) == 1)
+			atomic_store(&L.closing, 1);
 		DAT_LMR_TRIPLET tr = triplet(&L.sm, off, MSG);
 		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i << 32 | BYE_SEQ };
 		DAT_RETURN r = dat_ep_post_send(e->ep, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG);
@@ -364,6 +367,7 @@ static void case_load_256(void)
 	memset(&L, 0, sizeof(L));
 	pthread_mutex_init(&L.err_lock, NULL);
 	L.neps = load_eps();
+	atomic_store(&L.byes_left, L.neps);
 	if (pipe(rp) || pipe(wp)) {
 		fail("pipe");
 		return;

@@ -8,7 +8,7 @@ use crate::backend::{Completion, CompletionKind};
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// `op` for a memory-window bind, which completes as an RMR event.
 pub const OP_RMR_BIND: u32 = 0x100;
@@ -26,17 +26,26 @@ pub struct DtoSlot {
     pub rmr_context: u32,
     /// The ring's completion counter, for dat_ep_get_status / recv_query.
     pub done: usize,
+    /// Claimed for a request that will complete and whose completion has
+    /// not been read yet: the slot must not be claimed again until it is.
+    pub busy: AtomicBool,
 }
 
 pub struct SlotCell(UnsafeCell<DtoSlot>);
 
 // A slot is written only by the thread that claimed its index when posting,
-// and read only after the hardware reports its completion.
+// and only once `busy` says its last completion was read; it is read only
+// after the hardware reports its completion.
 unsafe impl Sync for SlotCell {}
 
 /// A ring of slots for one work queue. Slots are handed out round-robin;
-/// the ring is twice the queue depth, so a post that the queue refuses never
-/// overwrites a slot still in flight.
+/// the ring is twice the queue depth. A queue's depth does not bound the
+/// slots in use: a backend may free a queue entry when it writes the
+/// completion (rxe, sock), not when the consumer reads it, so a consumer
+/// whose reaper lags can post again while older completions still wait in
+/// the CQ. A claim that would land on such a slot is refused (the post
+/// fails with DAT_INSUFFICIENT_RESOURCES, as DAPL's cookie buffer refuses
+/// it) rather than overwrite a cookie not yet reported.
 pub struct Ring {
     slots: &'static [SlotCell],
     next: AtomicUsize,
@@ -59,24 +68,38 @@ impl Ring {
             (&*Box::leak(v.into_boxed_slice()), &*Box::leak(Box::new(AtomicUsize::new(0))))
         });
         done.store(0, Ordering::Release);
+        for cell in slots {
+            // SAFETY: a shared view of the flag; a reused ring's unread completions are its old EP's.
+            unsafe { (*cell.0.get()).busy.store(false, Ordering::Release) };
+        }
         Ring { slots, next: AtomicUsize::new(0), done }
     }
 
-    /// Claims the next slot, fills it and returns the wr_id for it.
+    /// Claims the next slot, fills it and returns the wr_id for it; None if
+    /// that slot's last completion has not been read yet. `completes`: the
+    /// request will report a completion (false for an unsignaled one, whose
+    /// slot is read only if it fails).
     #[inline]
-    pub fn claim(&self, owner: usize, cookie: u64, len: u64, op: u32, rmr_context: u32) -> u64 {
+    pub fn claim(&self, owner: usize, cookie: u64, len: u64, op: u32, rmr_context: u32, completes: bool) -> Option<u64> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) & (self.slots.len() - 1);
         let cell = &self.slots[i];
-        // SAFETY: index i is ours until its completion (see SlotCell).
-        unsafe {
-            *cell.0.get() = DtoSlot { owner, cookie, len, op, rmr_context, done: self.done as *const _ as usize };
+        // SAFETY: a shared view of the flag only; the reaper clears it through the same kind of view.
+        if unsafe { (*cell.0.get()).busy.load(Ordering::Acquire) } {
+            self.next.fetch_sub(1, Ordering::Relaxed);
+            return None;
         }
-        cell.0.get() as u64
+        // SAFETY: index i is ours until its completion (see SlotCell), and its last completion was read.
+        unsafe {
+            *cell.0.get() = DtoSlot { owner, cookie, len, op, rmr_context, done: self.done as *const _ as usize, busy: AtomicBool::new(completes) };
+        }
+        Some(cell.0.get() as u64)
     }
 
-    /// Takes back a claim whose post the queue refused.
+    /// Takes back a claim (`wr_id`) whose post the queue refused.
     #[inline]
-    pub fn unclaim(&self) {
+    pub fn unclaim(&self, wr_id: u64) {
+        // SAFETY: wr_id is the slot claim() just returned; nothing else holds it.
+        unsafe { (*(wr_id as *const DtoSlot)).busy.store(false, Ordering::Release) };
         self.next.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -121,7 +144,10 @@ pub fn ep_of_qp<T: Provider>(qp_num: u32) -> usize {
 pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) -> bool {
     // SAFETY: every wr_id we post is the address of a slot in a ring whose
     // memory is never freed (see Ring::new).
-    let slot = unsafe { &*(wc.wr_id as *const DtoSlot) };
+    let cell = unsafe { &*(wc.wr_id as *const DtoSlot) };
+    // Read out before the slot is handed back for the next claim.
+    let slot = DtoSlot { owner: cell.owner, cookie: cell.cookie, len: cell.len, op: cell.op, rmr_context: cell.rmr_context, done: cell.done, busy: AtomicBool::new(false) };
+    cell.busy.store(false, Ordering::Release);
     if slot.owner == 0 {
         return false;
     }
@@ -225,8 +251,8 @@ mod tests {
     fn completions_become_events() {
         let ring = Ring::new(4);
         assert_eq!(ring.capacity(), 8);
-        let send = ring.claim(0x1000, 42, 300, DAT_DTO_SEND, 0);
-        let recv = ring.claim(0x1000, 43, 4096, DAT_DTO_RECEIVE, 0);
+        let send = ring.claim(0x1000, 42, 300, DAT_DTO_SEND, 0, true).unwrap();
+        let recv = ring.claim(0x1000, 43, 4096, DAT_DTO_RECEIVE, 0, true).unwrap();
         // SAFETY: DAT_EVENT is plain C data.
         let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
         assert!(event_from_completion::<T>(&wc(send, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
@@ -242,8 +268,35 @@ mod tests {
         assert_eq!((d.transfered_length, d.status, d.operation), (17, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE));
         assert_eq!(ring.done.load(Ordering::Acquire), 2);
         // Once the owner is gone, a late completion is dropped.
-        let late = ring.claim(0x1000, 44, 1, DAT_DTO_SEND, 0);
+        let late = ring.claim(0x1000, 44, 1, DAT_DTO_SEND, 0, true).unwrap();
         drop(ring);
         assert!(!event_from_completion::<T>(&wc(late, DAT_DTO_ERR_FLUSHED, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+    }
+
+    /// A backend may free a queue entry before its completion is read (the
+    /// reaper lags): the ring then refuses a claim rather than overwrite
+    /// the cookie that completion will report.
+    #[test]
+    fn unread_completions_are_never_overwritten() {
+        let ring = Ring::new(2);
+        let cap = ring.capacity() as u64;
+        let ids: Vec<u64> = (0..cap).map(|c| ring.claim(0x1000, c, 1, DAT_DTO_SEND, 0, true).unwrap()).collect();
+        assert!(ring.claim(0x1000, 99, 1, DAT_DTO_SEND, 0, true).is_none(), "slot 0's completion is unread");
+        // SAFETY: DAT_EVENT is plain C data.
+        let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
+        assert!(event_from_completion::<T>(&wc(ids[0], DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        // SAFETY: the event number says which member is filled.
+        assert_eq!(unsafe { ev.event_data.dto_completion_event_data.user_cookie.as_64 }, 0);
+        // Read, slot 0 takes the next claim; an unsignaled one does not hold its slot.
+        let again = ring.claim(0x1000, cap, 1, DAT_DTO_SEND, 0, false).unwrap();
+        assert_eq!(again, ids[0]);
+        for id in &ids[1..] {
+            assert!(event_from_completion::<T>(&wc(*id, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        }
+        assert!(ring.claim(0x1000, cap + 1, 1, DAT_DTO_SEND, 0, true).is_some());
+        // A claim the queue refused gives its slot back.
+        let refused = ring.claim(0x1000, cap + 2, 1, DAT_DTO_SEND, 0, true).unwrap();
+        ring.unclaim(refused);
+        assert_eq!(ring.claim(0x1000, cap + 3, 1, DAT_DTO_SEND, 0, true), Some(refused));
     }
 }

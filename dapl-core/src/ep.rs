@@ -592,15 +592,18 @@ pub fn post_request<T: Provider>(
     };
     let mut list = SgeList::<T>::new();
     let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
+    let completes = flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0;
     // SAFETY: DAT_DTO_COOKIE is an 8-byte union of plain values.
-    let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.send.remote.map_or(0, |r| r.rmr_context));
+    let Some(wr_id) = ring.claim(h as usize, unsafe { cookie.as_64 }, len, req.op, req.send.remote.map_or(0, |r| r.rmr_context), completes) else {
+        return post_error(libc::ENOMEM);
+    };
     match qp.post_send(wr_id, list.as_slice(count), &req.send, flags) {
         Ok(()) => {
             ep.count_post(&req.send.op, ud, len);
             DAT_SUCCESS
         }
         Err(rc) => {
-            ring.unclaim();
+            ring.unclaim(wr_id);
             post_error(rc)
         }
     }
@@ -639,9 +642,9 @@ impl<T: Provider> Ep<T> {
             return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
         }
         let (qp, ring) = self.send_queue()?;
-        let wr_id = ring.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0);
+        let wr_id = ring.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0, signaled).ok_or_else(|| post_error(libc::ENOMEM))?;
         post(qp, wr_id, signaled).map_err(|rc| {
-            ring.unclaim();
+            ring.unclaim(wr_id);
             post_error(rc)
         })
     }
@@ -752,11 +755,13 @@ pub unsafe extern "C" fn post_recv<T: Provider>(
         // A UD receive says so in its slot, so its completion reports the sender's QP.
         let op = if ep.ud.load(Ordering::Relaxed) { DAT_IB_DTO_RECV_UD } else { DAT_DTO_RECEIVE };
         // SAFETY: plain 8-byte union.
-        let wr_id = ring.claim(h as usize, unsafe { cookie.as_64 }, len, op, 0);
+        let Some(wr_id) = ring.claim(h as usize, unsafe { cookie.as_64 }, len, op, 0, true) else {
+            return post_error(libc::ENOMEM);
+        };
         // SAFETY: as in send_queue.
         let qp = unsafe { &*qp };
         if let Err(rc) = qp.post_recv(wr_id, list.as_slice(count)) {
-            ring.unclaim();
+            ring.unclaim(wr_id);
             return post_error(rc);
         }
         ep.counters.bump(DCNT_EP_POST_RECV, 1);

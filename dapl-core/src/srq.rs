@@ -131,9 +131,11 @@ pub unsafe extern "C" fn post_recv<T: Provider>(
         let mut list = crate::sge::SgeList::<T>::new();
         let Some((count, len)) = list.fill(n, iov) else { return invalid_arg(DAT_INVALID_ARG2) };
         // SAFETY: plain 8-byte union.
-        let wr_id = s.ring.claim(h as usize, unsafe { cookie.as_64 }, len, crate::dto::OP_SRQ_RECV, 0);
+        let Some(wr_id) = s.ring.claim(h as usize, unsafe { cookie.as_64 }, len, crate::dto::OP_SRQ_RECV, 0, true) else {
+            return no_resources(DAT_RESOURCE_SRQ);
+        };
         if let Err(rc) = s.srq.post_recv(wr_id, list.as_slice(count)) {
-            s.ring.unclaim();
+            s.ring.unclaim(wr_id);
             return if rc == libc::ENOMEM { no_resources(DAT_RESOURCE_SRQ) } else { invalid_arg(DAT_INVALID_ARG2) };
         }
         DAT_SUCCESS

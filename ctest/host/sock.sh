@@ -1,0 +1,188 @@
+#!/bin/sh
+# On this host, no RDMA device, no root: the sock transport (TCP/UDP) over
+# loopback, through our libdat2.so.2, with target/release/libdaplsock.so.2
+# (tools/build.sh builds both and the C tests; this runs it if one is
+# missing). Runs: the reference DAPL programs (dapl2-utils: dtest, dtestcm, dtestx,
+# dtestsrq, dapltest; server and client both on 127.0.0.1), then
+# provider_test, rmr_test and conformance. Its dat.conf and the programs'
+# outputs go to a temp dir of its own. Cases that cannot apply to a
+# software transport are skipped, each with its reason printed. Last line:
+# "host-sock: N passed, M failed".
+#   SOCK_SUITES   space-separated subset of: dtest dtestcm dtestx dtestsrq dapltest provider rmr conformance
+#   SOCK_KEEP=1   keep the temp dir (outputs) and say where
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+PASS=0
+FAIL=0
+SKIP=0
+WORK=$(mktemp -d /tmp/dat-sock.XXXXXX)
+ok()   { PASS=$((PASS + 1)); echo "ok   $*"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
+skip() { SKIP=$((SKIP + 1)); echo "skip $*"; }
+want() { [ -z "${SOCK_SUITES:-}" ] || echo " $SOCK_SUITES " | grep -q " $1 "; }
+# Loopback only: every connection of this suite stays on this host.
+NETDEV=lo
+ADDR=127.0.0.1
+LIBDIR=$root/target/release
+PROV=$LIBDIR/libdaplsock.so.2
+
+if [ ! -e "$LIBDIR/libdat2.so.2" ] || [ ! -e "$PROV" ] || [ ! -x ctest/build/conformance ]; then
+    echo "# building (tools/build.sh)"
+    nice -n 10 tools/build.sh >"$WORK/build.log" 2>&1 ||
+        { tail -20 "$WORK/build.log"; echo "host-sock: build failed"; rm -rf "$WORK"; exit 1; }
+fi
+export LD_LIBRARY_PATH=$LIBDIR
+IA=ofa-v2-sock
+conf=$WORK/dat.conf
+{
+    printf '%s u2.0 nonthreadsafe default %s dapl.2.0 "%s 0" ""\n' "$IA" "$PROV" "$NETDEV"
+    printf 'sock-addr u2.0 nonthreadsafe default %s dapl.2.0 "%s 0" ""\n' "$PROV" "$ADDR"
+    printf 'sock-addr1 u2.0 nonthreadsafe default %s dapl.2.0 "%s 1" ""\n' "$PROV" "$ADDR"
+    printf 'sock-badnet u2.0 nonthreadsafe default %s dapl.2.0 "eth9 0" ""\n' "$PROV"
+    printf 'sock-foreign u2.0 nonthreadsafe default %s dapl.2.0 "192.0.2.1 0" ""\n' "$PROV"
+} >"$conf"
+export DAT_OVERRIDE=$conf
+
+# Waits until something listens on TCP port $2 (or process $1 is gone).
+wait_listen() {
+    for _ in $(seq 200); do
+        kill -0 "$1" 2>/dev/null || return 1
+        ss -Hltn "sport = :$2" 2>/dev/null | grep -q . && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# run_pair NAME SECONDS PORT "SERVER CMD" "CLIENT CMD" PATTERN: passes when
+# both exit 0 and both outputs contain PATTERN.
+run_pair() {
+    name=$1 secs=$2 port=$3 server=$4 client=$5 pattern=$6
+    timeout "$secs" stdbuf -oL -eL sh -c "$server" >"$WORK/$name.server" 2>&1 &
+    spid=$!
+    wait_listen $spid "$port"
+    timeout "$secs" stdbuf -oL -eL sh -c "$client" >"$WORK/$name.client" 2>&1
+    crc=$?
+    wait $spid
+    src=$?
+    if [ $crc -eq 0 ] && [ $src -eq 0 ] && grep -q "$pattern" "$WORK/$name.client" && grep -q "$pattern" "$WORK/$name.server"; then
+        ok "$name"
+    else
+        fail "$name (server rc=$src, client rc=$crc)"
+        echo "---- $name server output"; tail -n 20 "$WORK/$name.server"
+        echo "---- $name client output"; tail -n 20 "$WORK/$name.client"
+    fi
+}
+
+P="-P $IA"
+DTEST_ARGS=${DTEST_ARGS:--b 65536 -B 10}
+if want dtest; then
+    # dtest's server takes its client's parameters over TCP 15828 first.
+    run_pair dtest 120 15828 "dtest $P -s $DTEST_ARGS" "dtest $P -h $ADDR $DTEST_ARGS" "Test Complete. PASSED"
+    run_pair dtest-polling 120 15828 "dtest $P -s -p $DTEST_ARGS" "dtest $P -h $ADDR -p $DTEST_ARGS" "Test Complete. PASSED"
+    run_pair dtest-cno 120 15828 "dtest $P -s -c $DTEST_ARGS" "dtest $P -h $ADDR -c $DTEST_ARGS" "Test Complete. PASSED"
+    run_pair dtest-defaults 300 15828 "dtest $P -s" "dtest $P -h $ADDR" "Test Complete. PASSED"
+fi
+if want dtestcm; then
+    # dtestcm takes its client over TCP 15828 first, as dtest.
+    run_pair dtestcm 300 15828 "dtestcm $P -s -c 20" "dtestcm $P -h $ADDR -c 20" "ALL 20 CONNECTED"
+fi
+if want dtestx; then
+    run_pair dtestx 120 15828 "dtestx $P -s -b 4096" "dtestx $P -h $ADDR -b 4096" "immed/atomic test PASSED"
+    run_pair dtestx-counters 120 15828 "dtestx $P -s -p -b 4096" "dtestx $P -h $ADDR -p -b 4096" "immed/atomic test PASSED"
+    run_pair dtestx-ud 120 15828 "dtestx $P -s -u" "dtestx $P -c -u -h $ADDR" "UD test PASSED"
+    out=$(timeout 60 dtestx $P -q 2>&1)
+    if echo "$out" | grep -q "DAT_IB_UD=TRUE" && echo "$out" | grep -q "DAT_IB_CMP_AND_SWAP=TRUE"; then
+        ok "dtestx-query"
+    else
+        fail "dtestx-query"; echo "$out" | tail -5
+    fi
+fi
+if want dtestsrq; then
+    # dtestsrq listens through the CM only, on TCP 45248.
+    run_pair dtestsrq 120 45248 "dtestsrq $P -s" "dtestsrq $P -h $ADDR" "RC SRQ Test Complete"
+fi
+if want dapltest; then
+    # dapltest's server listens on its qualifier (TCP 62000) until -T Q.
+    dapltest_run() { # NAME CLIENT-ARGS...
+        name=$1; shift
+        dapltest -T S -D $IA >"$WORK/$name.server" 2>&1 &
+        spid=$!
+        wait_listen $spid 62000
+        timeout 300 dapltest "$@" >"$WORK/$name.client" 2>&1
+        crc=$?
+        timeout 60 dapltest -T Q -s $ADDR -D $IA >/dev/null 2>&1
+        timeout 30 sh -c "wait $spid" 2>/dev/null || kill $spid 2>/dev/null
+        # The limit test (-T L) posts until a queue is full: that refusal
+        # is the limit it measures, not a failure.
+        if [ $crc -eq 0 ] && ! grep -i 'fail\|error' "$WORK/$name.client" |
+            grep -qv '^LimitTest: dat_ep_post_recv fails: DAT_INSUFFICIENT_RESOURCES DAT_RESOURCE_TEP$'; then
+            ok "$name"
+        else
+            fail "$name (rc=$crc)"; grep -in 'fail\|error' "$WORK/$name.client" | head -10
+            tail -n 15 "$WORK/$name.client"; tail -n 10 "$WORK/$name.server"
+        fi
+    }
+    dapltest_run dapltest-T -T T -s $ADDR -D $IA -i 20 -t 2 -w 2 -V client SR 1024 server SR 1024 client RW 4096 server RR 4096
+    dapltest_run dapltest-P -T P -s $ADDR -D $IA -i 200 RW 4096 2
+    dapltest_run dapltest-L -T L -D $IA -m 100 -w 2
+    dapltest_run dapltest-Q -T Q -s $ADDR -D $IA
+fi
+
+# count_cases LABEL FILE: one ok/FAIL per case line of a C suite's output.
+count_cases() {
+    for name in $(grep '^ok ' "$2" | awk '{print $2}'); do ok "$1 $name"; done
+    for name in $(grep '^FAIL ' "$2" | awk '{print $2}'); do fail "$1 $name"; done
+}
+
+if want provider; then
+    BIN=ctest/build/provider_test
+    # Cases about verbs devices and ports, which a sock IA does not have.
+    PT_SKIP="open_netdev_without_rdma:lo~has~no~RDMA~device,~but~sock~runs~on~lo~(it~must~open:~see~open_styles)
+open_bad_port:about~a~verbs~device~port~number;~sock~ia_params~name~a~netdev~or~an~address~only
+ia_query:compares~the~IA~limits~with~ibv_query_device~of~a~verbs~adapter;~sock~has~none"
+    run=
+    for c in $("$BIN" -l 2>/dev/null | awk '{print $1}'); do
+        why=$(echo "$PT_SKIP" | grep "^$c:" | cut -d: -f2- | tr '~' ' ')
+        if [ -n "$why" ]; then skip "provider $c: $why"; else run="$run $c"; fi
+    done
+    out=$WORK/provider.out
+    # shellcheck disable=SC2086
+    PT_IA=$IA PT_IA_DEV=sock-addr1 PT_IA_ADDR=sock-addr PT_IA_BADNET=sock-badnet PT_IA_BADPORT=sock-foreign \
+    PT_IA_LO=sock-foreign PT_PROVIDER=daplsock PT_ADAPTER=$NETDEV PT_ADDRESS=$ADDR PT_NETDEV=$NETDEV \
+        timeout 900 "$BIN" $run >"$out" 2>&1
+    grep -v '^ok ' "$out"
+    grep -q '^ctest-provider' "$out" || fail "provider_test: no summary line"
+    count_cases provider "$out"
+fi
+if want rmr; then
+    out=$WORK/rmr.out
+    RT_IA=$IA timeout 900 ctest/build/rmr_test >"$out" 2>&1
+    grep -v '^ok ' "$out"
+    grep -q '^ctest-rmr:' "$out" || fail "rmr_test: no summary line"
+    count_cases rmr "$out"
+fi
+if want conformance; then
+    BIN=ctest/build/conformance
+    # Cases that look at verbs objects or at the guest's network.
+    CONF_SKIP="abrupt_close_releases:counts~verbs~objects~(rdma~resource~show);~sock~makes~none~to~count"
+    ip -4 addr 2>/dev/null | grep -q "inet 10\.0\.0\.1/" ||
+        CONF_SKIP="$CONF_SKIP
+longest_ia_name:its~dat.conf~names~the~guest~address~10.0.0.1,~which~this~host~does~not~have"
+    run=
+    for c in $("$BIN" -l | awk '{print $2}'); do
+        why=$(echo "$CONF_SKIP" | grep "^$c:" | cut -d: -f2- | tr '~' ' ')
+        if [ -n "$why" ]; then skip "conformance $c: $why"; else run="$run $c"; fi
+    done
+    out=$WORK/conformance.out
+    # shellcheck disable=SC2086
+    CONF_IA=$IA CONF_IA2=sock-addr CONF_WINDOW_BOUNDS=enforced CONF_SOAK_SECS=${CONF_SOAK_SECS:-20} \
+        timeout 1500 "$BIN" $run >"$out" 2>&1
+    grep -v '^ok \|^# stat ' "$out"
+    grep -q '^ctest-conformance:' "$out" || fail "conformance: no summary line (killed or crashed)"
+    count_cases conformance "$out"
+fi
+
+echo "host-sock: $PASS passed, $FAIL failed ($SKIP skipped, reasons above)"
+[ "${SOCK_KEEP:-0}" = 1 ] && echo "# outputs kept in $WORK" || rm -rf "$WORK"
+[ "$FAIL" -eq 0 ]

@@ -1,0 +1,143 @@
+//! A completion queue: a bounded ring of `Completion` records that the
+//! progress thread (and the consumer, when it flushes a QP) fill and the
+//! consumer's poll reads directly, and an eventfd that turns readable when
+//! the queue is armed and a completion arrives.
+
+use super::device::{Shared, drain, eventfd, lock, signal};
+use dapl_core::backend::{AsyncEvent, Completion, CqOps};
+use dat_abi::*;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+const DISARMED: u8 = 0;
+const ANY: u8 = 1;
+const SOLICITED: u8 = 2;
+
+pub struct CqInner {
+    ring: Mutex<VecDeque<Completion>>,
+    /// Entries in the ring, so an empty poll takes no lock.
+    count: AtomicUsize,
+    depth: AtomicUsize,
+    armed: AtomicU8,
+    fd: i32,
+    context: AtomicUsize,
+    /// Set once overrun: the queue is in error, as a device's would be.
+    broken: std::sync::atomic::AtomicBool,
+    shared: Arc<Shared>,
+}
+
+impl CqInner {
+    /// Adds a completion; wakes an armed waiter. `solicited`: the sender
+    /// asked for a solicited event.
+    pub fn push(&self, c: Completion, solicited: bool) {
+        if super::progress::on_progress_thread() {
+            self.wait_for_room();
+        }
+        {
+            let mut r = lock(&self.ring);
+            if r.len() >= self.depth.load(Ordering::Acquire) {
+                drop(r);
+                if !self.broken.swap(true, Ordering::AcqRel) {
+                    log::warn!("sock CQ overrun (depth {})", self.depth.load(Ordering::Relaxed));
+                    self.shared.post_async(AsyncEvent::CqError { context: self.context.load(Ordering::Acquire) });
+                }
+                return;
+            }
+            r.push_back(c);
+            self.count.fetch_add(1, Ordering::SeqCst);
+        }
+        let want = self.armed.load(Ordering::SeqCst);
+        let fire = want == ANY || (want == SOLICITED && (solicited || c.status != DAT_DTO_SUCCESS));
+        if fire && self.armed.swap(DISARMED, Ordering::SeqCst) != DISARMED {
+            signal(self.fd);
+        }
+    }
+}
+
+impl CqInner {
+    /// A full queue on the progress thread: give the consumer's reaper a
+    /// moment to run before calling it an overrun. The progress thread
+    /// competes with the consumer for CPUs (a NIC does not), so a reaper
+    /// that is only late must not lose completions; one that never comes
+    /// still sees the overrun, 100 ms later.
+    #[cold]
+    fn wait_for_room(&self) {
+        for _ in 0..100 {
+            if self.count.load(Ordering::SeqCst) < self.depth.load(Ordering::Acquire) || self.broken.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        // SAFETY: our eventfd, closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+pub struct Cq(pub Arc<CqInner>);
+
+impl Cq {
+    pub fn create(shared: &Arc<Shared>, depth: i32) -> io::Result<Cq> {
+        let depth = depth.max(1) as usize;
+        Ok(Cq(Arc::new(CqInner {
+            ring: Mutex::new(VecDeque::with_capacity(depth.min(1 << 16))),
+            count: AtomicUsize::new(0),
+            depth: AtomicUsize::new(depth),
+            armed: AtomicU8::new(DISARMED),
+            fd: eventfd()?,
+            context: AtomicUsize::new(0),
+            broken: std::sync::atomic::AtomicBool::new(false),
+            shared: shared.clone(),
+        })))
+    }
+}
+
+impl CqOps for Cq {
+    #[inline]
+    fn poll(&self, out: &mut Completion) -> bool {
+        if self.0.count.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        match lock(&self.0.ring).pop_front() {
+            Some(c) => {
+                self.0.count.fetch_sub(1, Ordering::SeqCst);
+                *out = c;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn arm(&self, solicited_only: bool) -> bool {
+        self.0.armed.store(if solicited_only { SOLICITED } else { ANY }, Ordering::SeqCst);
+        true
+    }
+
+    fn fd(&self) -> i32 {
+        self.0.fd
+    }
+
+    fn drain_events(&self) {
+        drain(self.0.fd);
+    }
+
+    fn resize(&self, depth: i32) -> bool {
+        let depth = depth.max(1) as usize;
+        let r = lock(&self.0.ring);
+        if depth < r.len() {
+            return false;
+        }
+        self.0.depth.store(depth, Ordering::Release);
+        true
+    }
+
+    fn set_context(&self, h: DAT_HANDLE) {
+        self.0.context.store(h as usize, Ordering::Release);
+    }
+}

@@ -1,0 +1,370 @@
+//! Opening an IA: which local IPv4 address it speaks from (from dat.conf's
+//! ia_params, "<netdev> <n>" or "<IPv4 address> <n>"; the number is
+//! accepted for symmetry with verbs entries and ignored), the honest limits
+//! of a software transport, and the per-IA shared state the progress
+//! thread, the event thread and every object of the IA reach.
+
+use super::Sock;
+use super::cm::{self, Events, Id};
+use super::progress::{self, Cmd};
+use dapl_core::backend::{AsyncEvent, AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
+use dat_abi::status::error;
+use dat_abi::*;
+use std::collections::VecDeque;
+use std::ffi::CStr;
+use std::io;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// SGEs per request: the core's own ceiling.
+pub const MAX_SGE: usize = 32;
+/// Largest message: lengths travel as 32 bits; 1 GiB keeps sums of SGEs clear of overflow.
+pub const MAX_MSG: u32 = 1 << 30;
+/// Largest UD message: one datagram, as an InfiniBand 4K path MTU.
+pub const UD_MTU: u32 = 4096;
+
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn eventfd() -> io::Result<i32> {
+    // SAFETY: plain syscall; checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 { Err(io::Error::last_os_error()) } else { Ok(fd) }
+}
+
+pub fn signal(fd: i32) {
+    let one: u64 = 1;
+    // SAFETY: 8 bytes to an eventfd; a full counter only means it is already signalled.
+    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+}
+
+pub fn drain(fd: i32) {
+    let mut v: u64 = 0;
+    // SAFETY: 8 bytes from a non-blocking eventfd.
+    unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+}
+
+/// What an IA's threads and objects share.
+pub struct Shared {
+    /// The IA address, port 0.
+    pub addr: libc::sockaddr_in,
+    /// The progress thread's doorbell.
+    pub bell: i32,
+    pub cmds: Mutex<VecDeque<Cmd>>,
+    /// Connection and async events for the event thread, and its doorbell.
+    pub events: Mutex<VecDeque<cm::Ev>>,
+    pub ev_fd: i32,
+    pub stop: AtomicBool,
+    /// Listening ports: the ids listening for connections and for UD
+    /// resolutions on each (0: none). rdma_cm keeps these in separate port
+    /// spaces; here one TCP listener serves both, the REQ says which.
+    pub ports: Mutex<std::collections::HashMap<u16, [u64; 2]>>,
+}
+
+impl Shared {
+    /// Wakes the progress thread: new work on some queue.
+    #[inline]
+    pub fn kick(&self) {
+        signal(self.bell);
+    }
+
+    pub fn command(&self, c: Cmd) {
+        lock(&self.cmds).push_back(c);
+        self.kick();
+    }
+
+    pub fn post_event(&self, e: cm::Ev) {
+        lock(&self.events).push_back(e);
+        signal(self.ev_fd);
+    }
+
+    pub fn post_async(&self, a: AsyncEvent) {
+        self.post_event(cm::Ev::Async(a));
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: our eventfds, closed once.
+        unsafe {
+            libc::close(self.bell);
+            libc::close(self.ev_fd);
+        }
+    }
+}
+
+pub struct Device {
+    name: String,
+    netdev: Option<String>,
+    addr: Box<libc::sockaddr_storage>,
+    limits: Limits,
+    pub shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The IPv4 address of a netdev.
+fn netdev_address(name: &str) -> Option<Ipv4Addr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we free below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: walking the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        // SAFETY: ifa_name is a C string for every entry.
+        if ifa.ifa_addr.is_null() || unsafe { CStr::from_ptr(ifa.ifa_name) }.to_bytes() != name.as_bytes() {
+            continue;
+        }
+        // SAFETY: sa_family says this is a sockaddr_in.
+        if unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            // SAFETY: as above.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            break;
+        }
+    }
+    // SAFETY: the list from getifaddrs above.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
+/// The netdev that carries `ip`, if any.
+fn netdev_of(ip: Ipv4Addr) -> Option<String> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we free below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: walking the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        // SAFETY: sa_family says which sockaddr this is.
+        if !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            // SAFETY: as above; ifa_name is a C string.
+            let (sin, name) = unsafe { (&*(ifa.ifa_addr as *const libc::sockaddr_in), CStr::from_ptr(ifa.ifa_name)) };
+            if u32::from_be(sin.sin_addr.s_addr) == u32::from(ip) {
+                found = Some(name.to_string_lossy().into_owned());
+                break;
+            }
+        }
+    }
+    // SAFETY: the list from getifaddrs above.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
+/// Whether some local interface has `ip` (binding to it would work).
+fn is_local(ip: Ipv4Addr) -> bool {
+    // SAFETY: a throwaway datagram socket, closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return false;
+    }
+    let sa = sockaddr_in(ip, 0);
+    // SAFETY: binding our socket to a full sockaddr_in.
+    let rc = unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32) };
+    // SAFETY: ours.
+    unsafe { libc::close(fd) };
+    rc == 0
+}
+
+pub fn sockaddr_in(ip: Ipv4Addr, port: u16) -> libc::sockaddr_in {
+    // SAFETY: all-zero is a valid sockaddr_in.
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    sa.sin_family = libc::AF_INET as libc::sa_family_t;
+    sa.sin_port = port.to_be();
+    sa.sin_addr.s_addr = u32::from(ip).to_be();
+    sa
+}
+
+/// Parses ia_params into the address and the netdev it came from.
+fn parse(params: &str) -> Result<(Ipv4Addr, Option<String>), String> {
+    let mut words = params.split_whitespace();
+    let first = words.next().ok_or("ia_params is empty; expected \"<netdev> 0\" or \"<IPv4 address> 0\"")?;
+    if let Some(p) = words.next() {
+        p.parse::<u32>().map_err(|_| format!("'{p}' in ia_params is not a number"))?;
+    }
+    if let Ok(ip) = first.parse::<Ipv4Addr>() {
+        if !is_local(ip) {
+            return Err(format!("{ip} is not an address of this host"));
+        }
+        return Ok((ip, None));
+    }
+    if first.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Err(format!("{first}: the sock transport speaks IPv4 only"));
+    }
+    if std::path::Path::new("/sys/class/net").join(first).exists() || netdev_address(first).is_some() {
+        let ip = netdev_address(first).ok_or(format!("netdev {first} has no IPv4 address"))?;
+        return Ok((ip, Some(first.to_owned())));
+    }
+    let present = std::fs::read_dir("/sys/class/net")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<_>>().join(", "))
+        .unwrap_or_default();
+    Err(format!("'{first}' is neither an IPv4 address nor a netdev ({present})"))
+}
+
+impl Device {
+    fn open_addr(params: &str) -> Result<Device, DAT_RETURN> {
+        let (ip, netdev) = parse(params).map_err(|m| {
+            log::error!("ia_params \"{params}\": {m}");
+            error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE)
+        })?;
+        let sin = sockaddr_in(ip, 0);
+        // SAFETY: all-zero sockaddr_storage, then the sockaddr_in copied in.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        // SAFETY: sockaddr_storage is larger and as aligned as sockaddr_in.
+        unsafe { *(&mut ss as *mut _ as *mut libc::sockaddr_in) = sin };
+        let fail = |e: io::Error| {
+            log::error!("sock transport: starting the progress thread: {e}");
+            dat_abi::status::no_resources(DAT_RESOURCE_MEMORY)
+        };
+        let shared = Arc::new(Shared {
+            addr: sin,
+            bell: eventfd().map_err(fail)?,
+            cmds: Mutex::new(VecDeque::new()),
+            events: Mutex::new(VecDeque::new()),
+            ev_fd: eventfd().map_err(fail)?,
+            stop: AtomicBool::new(false),
+            ports: Mutex::new(std::collections::HashMap::new()),
+        });
+        let thread = progress::start(shared.clone()).map_err(fail)?;
+        // The adapter is the netdev the address lives on, however it was named.
+        let netdev = netdev.or_else(|| netdev_of(ip));
+        let name = netdev.clone().unwrap_or_else(|| ip.to_string());
+        log::debug!("ia_params \"{params}\": sock transport at {ip}");
+        Ok(Device { name, netdev, addr: Box::new(ss), limits: limits(), shared, thread: Some(thread) })
+    }
+}
+
+/// What the transport offers. Queue depths are what rings of that size in
+/// memory cost, not a hardware count; RDMA reads in flight are not bounded
+/// by the transport, 16 is reported so peers size their queues alike.
+fn limits() -> Limits {
+    Limits {
+        vendor_id: 0,
+        vendor_part_id: 0,
+        hw_ver: 1,
+        fw_ver: env!("CARGO_PKG_VERSION").into(),
+        max_qp: 65536,
+        max_qp_wr: 16384,
+        max_sge: MAX_SGE as i32,
+        max_sge_rd: MAX_SGE as i32,
+        max_cq: 65536,
+        max_cqe: 1 << 20,
+        max_mr: 1 << 24,
+        max_mr_size: 1 << 46,
+        max_pd: 65536,
+        max_qp_rd_atom: 16,
+        max_res_rd_atom: 1 << 20,
+        max_qp_init_rd_atom: 16,
+        max_mw: 1 << 20,
+        max_srq: 65536,
+        max_srq_wr: 16384,
+        max_srq_sge: MAX_SGE as i32,
+        max_msg_size: MAX_MSG,
+        mtu: UD_MTU,
+        atomics: true,
+        windows: true,
+        windows_type2: true,
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.kick();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl DeviceOps<Sock> for Device {
+    fn open(params: &str) -> Result<Device, DAT_RETURN> {
+        Device::open_addr(params)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn ia_address(&self) -> DAT_IA_ADDRESS_PTR {
+        &*self.addr as *const libc::sockaddr_storage as DAT_IA_ADDRESS_PTR
+    }
+
+    fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("DAT_IB_DEVICE_NAME", self.name.clone()),
+            ("DAT_IB_PORT_NUMBER", "1".into()),
+            ("DAT_IB_PORT_STATUS", "ACTIVE".into()),
+            ("DAT_IB_TRANSPORT_MTU", UD_MTU.to_string()),
+            ("DAT_IB_NETDEV", self.netdev.clone().unwrap_or_default()),
+        ]
+    }
+
+    fn address(&self) -> &libc::sockaddr_storage {
+        &self.addr
+    }
+
+    fn alloc_pd(&self) -> io::Result<super::keys::Pd> {
+        Ok(super::keys::Pd::new(self.shared.clone()))
+    }
+
+    fn create_conn_id(&self, context: usize, datagram: bool) -> io::Result<Id> {
+        Ok(Id::create(&self.shared, context, datagram))
+    }
+
+    fn listen(&self, port: u16, context: usize, datagram: bool) -> io::Result<(Id, u16)> {
+        cm::listen(&self.shared, port, context, datagram)
+    }
+
+    fn start_events(&self, on_cm: CmHandler<Sock>, on_async: AsyncHandler, tick: Tick) -> io::Result<Events> {
+        Events::start(self.shared.clone(), on_cm, on_async, tick)
+    }
+
+    fn create_cq(&self, depth: i32) -> io::Result<super::cq::Cq> {
+        super::cq::Cq::create(&self.shared, depth)
+    }
+
+    fn create_qp(
+        &self,
+        pd: &super::keys::Pd,
+        send_cq: &super::cq::Cq,
+        recv_cq: &super::cq::Cq,
+        srq: Option<&super::srq::Srq>,
+        caps: &QpCaps,
+        context: DAT_HANDLE,
+    ) -> io::Result<super::qp::Qp> {
+        super::qp::Qp::create(&self.shared, pd, send_cq, recv_cq, srq, caps, context)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_addresses_and_netdevs() {
+        assert_eq!(parse("127.0.0.1 0").unwrap().0, Ipv4Addr::LOCALHOST);
+        assert_eq!(parse("lo 0").unwrap(), (Ipv4Addr::LOCALHOST, Some("lo".into())));
+        assert!(parse("").is_err());
+        assert!(parse("lo x").is_err());
+        assert!(parse("nosuchnetdev0 0").unwrap_err().contains("lo"));
+        assert!(parse("192.0.2.77 0").is_err());
+        assert!(parse("::1 0").is_err());
+    }
+}

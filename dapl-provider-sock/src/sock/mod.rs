@@ -1,0 +1,68 @@
+//! The sock backend: DAT over plain kernel sockets, for hosts with no RDMA
+//! device, kernel module or privilege. Reliable connections are TCP
+//! streams, UD endpoints UDP sockets; RDMA semantics (keys, rights,
+//! placement, ordering, completions) are enforced here, in user space.
+//!
+//! Threads. Each IA (one `Device`) runs a progress thread (`progress`)
+//! that owns all the IA's sockets: it sleeps in epoll over them and an
+//! eventfd doorbell, transmits posted requests, and places arriving data
+//! straight into registered memory. A target therefore sees RDMA writes
+//! land without calling DAT, as with a NIC, which MPI's eager-RDMA
+//! polling relies on. A second thread per IA (`cm::Events`) hands
+//! connection and async events to the core, so a handler that blocks
+//! never holds up data. Posts only fill a preallocated slot and ring the
+//! doorbell (one syscall); UD sends go out directly with one sendmsg.
+//!
+//! Layout: `device` (ia_params, limits, per-IA shared state), `cm`
+//! (connection ids, listen, the handshake's calls, the event thread),
+//! `wire` (frame format), `progress` (the socket engine), `qp` (queues and
+//! QP states), `srq`, `cq`, `keys` (PD, MR, MW and the key tables), `ud`.
+//!
+//! A later on-node path (shared memory, cross-memory attach) can sit
+//! beside the TCP stream per connection: the handshake would negotiate it,
+//! and `progress` would move the bytes differently for that peer.
+
+pub mod cm;
+pub mod cq;
+pub mod device;
+pub mod keys;
+pub mod progress;
+pub mod qp;
+pub mod srq;
+pub mod ud;
+pub mod wire;
+
+use dapl_core::backend::Transport;
+
+/// Sockets as a `Transport`.
+pub struct Sock;
+
+impl Transport for Sock {
+    type Device = device::Device;
+    type Pd = keys::Pd;
+    type Mr = keys::Mr;
+    type Mw = keys::Mw;
+    type Srq = srq::Srq;
+    type Ah = ud::Ah;
+    type Path = ud::Path;
+    type Cq = cq::Cq;
+    type Qp = qp::Qp;
+    type Sge = qp::Sge;
+    type ConnId = cm::Id;
+    type Events = cm::Events;
+
+    const MAX_CONNECT_PDATA: usize = cm::MAX_CONNECT_PDATA;
+    const MAX_ACCEPT_PDATA: usize = cm::MAX_ACCEPT_PDATA;
+    const MAX_REJECT_PDATA: usize = cm::MAX_REJECT_PDATA;
+    const MAX_UD_CONNECT_PDATA: usize = cm::MAX_UD_CONNECT_PDATA;
+    const MAX_UD_ACCEPT_PDATA: usize = cm::MAX_UD_ACCEPT_PDATA;
+
+    #[inline]
+    fn sge(addr: u64, len: u32, key: u32) -> qp::Sge {
+        qp::Sge { addr, len, key }
+    }
+
+    fn port_of(qual: dat_abi::DAT_CONN_QUAL) -> u16 {
+        cm::port_of(qual)
+    }
+}

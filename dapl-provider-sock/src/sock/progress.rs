@@ -1,0 +1,1279 @@
+//! The progress thread: one per IA, the only thread that touches the IA's
+//! sockets. It sleeps in epoll over the listening sockets, every
+//! connection's stream, every UD QP's datagram socket and an eventfd
+//! doorbell that posts and connection-manager calls ring. Awake, it
+//! transmits what the send queues hold, places what arrives straight into
+//! registered memory (receives, RDMA writes, atomics) and answers reads,
+//! so RDMA-written data lands while the target's consumer is busy
+//! elsewhere or spinning on its own memory without calling DAT.
+//!
+//! Per connection it keeps one frame in flight in each direction. Output
+//! is handshake frames first, then responses to the peer's requests (in
+//! the order the requests came), then our QP's requests. Input is read in
+//! 64 KiB gulps; large payloads go straight from the socket into their
+//! destination with readv. A message that finds no posted receive stops
+//! input on that stream until one is posted, as an RC QP with unlimited
+//! RNR retries waits; responses queued meanwhile still go out.
+
+use super::cm::{self, Ev, IdInfo, IdState};
+use super::device::{Shared, drain, lock};
+use super::keys;
+use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
+use super::srq::RecvWqe;
+use super::ud::{self, Path};
+use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_IMM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
+use dapl_core::backend::{CmEventKind, CompletionKind};
+use dat_abi::*;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// What the rest of the transport asks the progress thread to do.
+pub enum Cmd {
+    Listen { id: u64, fd: i32 },
+    Connect { id: u64, fd: i32, frame: Vec<u8> },
+    Accept { id: u64, frame: Vec<u8> },
+    Reject { id: u64, frame: Vec<u8> },
+    Establish { id: u64 },
+    Disconnect { id: u64 },
+    Destroy { id: u64 },
+    Bind { id: u64, qp: Arc<QpInner>, epoch: u32 },
+    UdAdd(Arc<QpInner>),
+    UdRemove(u32),
+}
+
+/// How long a DISC waits for the peer's before the connection is dropped.
+const DISC_WAIT: Duration = Duration::from_secs(3);
+const INBUF: usize = 64 * 1024;
+/// Responses a peer may have us owe before it is cut off (a well-behaved
+/// peer is bounded by its send queue).
+const MAX_RESP: usize = 1 << 16;
+
+const BELL: u64 = 0;
+
+thread_local! {
+    static PROGRESS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the caller is a progress thread (which may wait for CQ room;
+/// a consumer's thread never does).
+pub fn on_progress_thread() -> bool {
+    PROGRESS.with(|p| p.get())
+}
+
+pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
+    // SAFETY: plain syscall; checked.
+    let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if epfd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let p = Progress::new(shared, epfd);
+    p.watch(p.shared.bell, BELL, libc::EPOLLIN as u32);
+    std::thread::Builder::new().name("daplsock-progress".into()).spawn(move || {
+        PROGRESS.with(|f| f.set(true));
+        let mut p = p;
+        p.run();
+    })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// connect() in flight.
+    Connecting,
+    /// REQ sent; waiting for REP or REJ.
+    AwaitRep,
+    /// Accepted by the kernel; waiting for REQ.
+    AwaitReq,
+    /// Waiting for our consumer (accept/reject, or establish): no reading.
+    Held,
+    /// Data flows.
+    Open,
+    /// Only our last handshake frame to flush, then close.
+    Closing,
+}
+
+enum Resp {
+    Ack(u64),
+    Read { addr: u64, len: u64 },
+    Atomic(u64),
+    Nak(u8),
+}
+
+/// One frame going out: a header, then payload segments.
+struct Out {
+    hdr: [u8; HDR],
+    /// A handshake frame (its bytes in `ctl`) rather than `hdr` + `segs`.
+    ctl: Option<Vec<u8>>,
+    segs: Vec<(u64, u64)>,
+    total: u64,
+    pos: u64,
+    active: bool,
+}
+
+/// What becomes of a payload once it has all arrived.
+#[derive(Clone, Copy)]
+enum Then {
+    Nothing,
+    Ack,
+    Recv { wr_id: u64, len: u32, imm: Option<u32>, kind: CompletionKind, solicited: bool },
+    ReadDone(u32),
+    /// A handshake frame: its private data is in `pdata`.
+    Ctl(Hdr),
+}
+
+enum Dest {
+    Discard,
+    Segs,
+    Pdata,
+}
+
+enum InState {
+    Hdr,
+    Payload { left: u64, dest: Dest, then: Then },
+    /// A message waits for a receive to be posted.
+    Stalled(Hdr),
+}
+
+struct Conn {
+    fd: i32,
+    /// The id it belongs to (0 once destroyed) and, passive, the listener's.
+    id: u64,
+    listen: u64,
+    datagram: bool,
+    active: bool,
+    phase: Phase,
+    qp: Option<Arc<QpInner>>,
+    epoch: u32,
+    ctl: VecDeque<Vec<u8>>,
+    resp: VecDeque<Resp>,
+    out: Out,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    inp: InState,
+    /// Where an arriving payload goes, and how far it has got.
+    segs: Vec<(u64, u64)>,
+    seg: usize,
+    seg_off: u64,
+    pdata: Vec<u8>,
+    wqe: RecvWqe,
+    scratch: Vec<Sge>,
+    /// We refused one of the peer's requests: later ones are dropped.
+    refused: bool,
+    /// ConnectResponse or Established was reported: a loss is a Disconnected.
+    up: bool,
+    established: bool,
+    disc_sent: bool,
+    disc_rcvd: bool,
+    disc_reported: bool,
+    deadline: Option<Instant>,
+    interest: u32,
+    peer: libc::sockaddr_in,
+}
+
+impl Conn {
+    fn new(fd: i32, id: u64, phase: Phase, active: bool, peer: libc::sockaddr_in) -> Conn {
+        Conn {
+            fd,
+            id,
+            listen: 0,
+            datagram: false,
+            active,
+            phase,
+            qp: None,
+            epoch: 0,
+            ctl: VecDeque::new(),
+            resp: VecDeque::new(),
+            out: Out { hdr: [0; HDR], ctl: None, segs: Vec::with_capacity(super::device::MAX_SGE + 1), total: 0, pos: 0, active: false },
+            buf: vec![0u8; INBUF].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            inp: InState::Hdr,
+            segs: Vec::with_capacity(super::device::MAX_SGE + 1),
+            seg: 0,
+            seg_off: 0,
+            pdata: Vec::new(),
+            wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
+            scratch: Vec::with_capacity(super::device::MAX_SGE),
+            refused: false,
+            up: false,
+            established: false,
+            disc_sent: false,
+            disc_rcvd: false,
+            disc_reported: false,
+            deadline: None,
+            interest: 0,
+            peer,
+        }
+    }
+
+    /// The QP this stream feeds, if it is still bound to it and running.
+    fn live_qp(&self) -> Option<&Arc<QpInner>> {
+        self.qp.as_ref().filter(|q| q.epoch.load(Ordering::Acquire) == self.epoch && q.is(RTS))
+    }
+
+    fn reading(&self) -> bool {
+        matches!(self.phase, Phase::AwaitRep | Phase::AwaitReq | Phase::Open) && !matches!(self.inp, InState::Stalled(_))
+    }
+
+    fn wants_out(&self) -> bool {
+        self.out.active || !self.ctl.is_empty() || (self.phase == Phase::Open && !self.disc_sent && !self.resp.is_empty())
+    }
+
+    fn ack(&mut self) {
+        if let Some(Resp::Ack(n)) = self.resp.back_mut() {
+            *n += 1;
+        } else {
+            self.resp.push_back(Resp::Ack(1));
+        }
+    }
+}
+
+/// Why a connection ends, for the event its id gets.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    /// The stream failed or ended (errno, 0 for an orderly end).
+    Lost(i32),
+    /// Both DISCs done, or a handshake frame flushed before closing.
+    Done,
+    /// The peer broke the protocol.
+    Protocol,
+}
+
+struct Progress {
+    shared: Arc<Shared>,
+    epfd: i32,
+    next: u64,
+    listeners: HashMap<u64, (i32, u64)>,
+    conns: HashMap<u64, Conn>,
+    by_id: HashMap<u64, u64>,
+    uds: HashMap<u64, Arc<QpInner>>,
+    ud_by_num: HashMap<u32, u64>,
+    ud_stalled: Vec<u64>,
+    ud_wqe: RecvWqe,
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+impl Progress {
+    fn new(shared: Arc<Shared>, epfd: i32) -> Progress {
+        Progress {
+            shared,
+            epfd,
+            next: 1,
+            listeners: HashMap::new(),
+            conns: HashMap::new(),
+            by_id: HashMap::new(),
+            uds: HashMap::new(),
+            ud_by_num: HashMap::new(),
+            ud_stalled: Vec::new(),
+            ud_wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
+        }
+    }
+
+    fn token(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn watch(&self, fd: i32, token: u64, events: u32) {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: registering our fd with our epoll instance.
+        if unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            log::error!("sock: epoll_ctl add: {}", io::Error::last_os_error());
+        }
+    }
+
+    fn rewatch(&self, fd: i32, token: u64, events: u32) {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: changing our fd's registration.
+        unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+    }
+
+    fn post(&self, kind: CmEventKind, id: u64, pdata: Vec<u8>, ud: Option<(Path, u32)>) {
+        if id != 0 {
+            self.shared.post_event(Ev::Cm { kind, id, listen: 0, pdata, ud });
+        }
+    }
+
+    fn set_connected(id: u64, v: bool) {
+        if let Some(st) = cm::state_of(id) {
+            lock(&st.info).connected = v;
+        }
+    }
+
+    fn run(&mut self) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+        while !self.shared.stop.load(Ordering::Acquire) {
+            let timeout = self.next_deadline();
+            // SAFETY: waiting on our epoll into our array.
+            let n = unsafe { libc::epoll_wait(self.epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
+            if n < 0 {
+                if errno() != libc::EINTR {
+                    log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                continue;
+            }
+            let mut bell = false;
+            for ev in &events[..n as usize] {
+                let (token, what) = (ev.u64, ev.events);
+                if token == BELL {
+                    drain(self.shared.bell);
+                    bell = true;
+                    continue;
+                }
+                self.guarded(token, |p| p.on_event(token, what));
+            }
+            if bell {
+                self.on_bell();
+            }
+            self.expire();
+        }
+        for (_, c) in self.conns.drain() {
+            // SAFETY: our sockets, closed once at shutdown.
+            unsafe { libc::close(c.fd) };
+        }
+        for (_, (fd, _)) in self.listeners.drain() {
+            // SAFETY: as above.
+            unsafe { libc::close(fd) };
+        }
+        // SAFETY: our epoll instance.
+        unsafe { libc::close(self.epfd) };
+    }
+
+    /// Runs `f` for one connection so a panic costs that connection only.
+    fn guarded(&mut self, token: u64, f: impl FnOnce(&mut Progress)) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)));
+        if r.is_err() {
+            log::error!("sock progress: panic while serving connection {token}; it is dropped");
+            if self.conns.contains_key(&token) {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.end(token, End::Protocol)));
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> i32 {
+        let now = Instant::now();
+        self.conns.values().filter_map(|c| c.deadline).map(|d| d.saturating_duration_since(now).as_millis() as i32 + 1).min().unwrap_or(-1)
+    }
+
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let due: Vec<u64> = self.conns.iter().filter(|(_, c)| c.deadline.is_some_and(|d| d <= now)).map(|(t, _)| *t).collect();
+        for t in due {
+            log::debug!("sock: peer did not answer DISC; dropping the connection");
+            self.end(t, End::Lost(libc::ETIMEDOUT));
+        }
+    }
+
+    fn on_bell(&mut self) {
+        loop {
+            let cmd = lock(&self.shared.cmds).pop_front();
+            let Some(cmd) = cmd else { break };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.command(cmd)));
+            if r.is_err() {
+                log::error!("sock progress: panic in a connection command");
+            }
+        }
+        let tokens: Vec<u64> = self.conns.keys().copied().collect();
+        for t in tokens {
+            self.guarded(t, |p| p.pump(t, true));
+        }
+        let stalled = std::mem::take(&mut self.ud_stalled);
+        for t in stalled {
+            if let Some(q) = self.uds.get(&t).cloned() {
+                if !ud::receive(&q, &mut self.ud_wqe) {
+                    self.ud_stalled.push(t);
+                } else {
+                    self.rewatch(q.udp, t, libc::EPOLLIN as u32);
+                }
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Listen { id, fd } => {
+                let t = self.token();
+                self.listeners.insert(t, (fd, id));
+                self.by_id.insert(id, t);
+                self.watch(fd, t, libc::EPOLLIN as u32);
+            }
+            Cmd::Connect { id, fd, frame } => {
+                let peer = cm::state_of(id).and_then(|s| lock(&s.info).dst).unwrap_or_else(|| self.shared.addr);
+                let t = self.token();
+                let mut c = Conn::new(fd, id, Phase::Connecting, true, peer);
+                c.datagram = cm::state_of(id).is_some_and(|s| s.datagram);
+                c.ctl.push_back(frame);
+                c.interest = (libc::EPOLLOUT | libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+                self.watch(fd, t, c.interest);
+                self.conns.insert(t, c);
+                self.by_id.insert(id, t);
+                if cm::state_of(id).is_none() {
+                    self.end(t, End::Done);
+                }
+            }
+            Cmd::Accept { id, frame } => {
+                let Some(&t) = self.by_id.get(&id) else { return };
+                let Some(c) = self.conns.get_mut(&t) else { return };
+                if c.phase == Phase::Held {
+                    c.ctl.push_back(frame);
+                    c.phase = if c.datagram { Phase::Closing } else { Phase::Open };
+                }
+                self.pump(t, false);
+            }
+            Cmd::Reject { id, frame } => {
+                let Some(&t) = self.by_id.get(&id) else { return };
+                let Some(c) = self.conns.get_mut(&t) else { return };
+                if matches!(c.phase, Phase::Held | Phase::AwaitReq | Phase::AwaitRep) {
+                    c.ctl.push_back(frame);
+                    c.phase = Phase::Closing;
+                }
+                self.pump(t, false);
+            }
+            Cmd::Establish { id } => {
+                let Some(&t) = self.by_id.get(&id) else { return };
+                let Some(c) = self.conns.get_mut(&t) else { return };
+                if c.phase == Phase::Held && c.active {
+                    c.ctl.push_back(Hdr::new(Op::Rtu).frame(&[]));
+                    c.phase = Phase::Open;
+                    c.established = true;
+                }
+                self.pump(t, true);
+            }
+            Cmd::Disconnect { id } => {
+                let Some(&t) = self.by_id.get(&id) else { return };
+                let Some(c) = self.conns.get_mut(&t) else { return };
+                if !c.disc_sent {
+                    c.disc_sent = true;
+                    c.ctl.push_back(Hdr::new(Op::Disc).frame(&[]));
+                    c.deadline = Some(Instant::now() + DISC_WAIT);
+                    if !matches!(c.phase, Phase::Open) {
+                        // Never got going: nobody on the other side to wait for.
+                        c.phase = Phase::Closing;
+                    }
+                }
+                self.pump(t, false);
+            }
+            Cmd::Destroy { id } => {
+                let Some(t) = self.by_id.remove(&id) else { return };
+                if let Some((fd, _)) = self.listeners.remove(&t) {
+                    // SAFETY: the listening socket this id owned; closed once.
+                    unsafe { libc::close(fd) };
+                    return;
+                }
+                let Some(c) = self.conns.get_mut(&t) else { return };
+                c.id = 0;
+                if c.phase == Phase::Closing && (c.out.active || !c.ctl.is_empty()) {
+                    // Let the last handshake frame (a REP, a REJ) reach the peer.
+                    c.qp = None;
+                    self.pump(t, false);
+                } else {
+                    self.end(t, End::Done);
+                }
+            }
+            Cmd::Bind { id, qp, epoch } => {
+                let Some(&t) = self.by_id.get(&id) else { return };
+                if let Some(c) = self.conns.get_mut(&t) {
+                    c.qp = Some(qp);
+                    c.epoch = epoch;
+                }
+            }
+            Cmd::UdAdd(q) => {
+                let t = self.token();
+                self.watch(q.udp, t, libc::EPOLLIN as u32);
+                self.ud_by_num.insert(q.num, t);
+                self.uds.insert(t, q);
+            }
+            Cmd::UdRemove(num) => {
+                if let Some(t) = self.ud_by_num.remove(&num) {
+                    if let Some(q) = self.uds.remove(&t) {
+                        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+                        // SAFETY: unregistering the QP's socket before its QP closes it.
+                        unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, q.udp, &mut ev) };
+                    }
+                    self.ud_stalled.retain(|&s| s != t);
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, token: u64, what: u32) {
+        if let Some(&(fd, id)) = self.listeners.get(&token) {
+            self.accept_all(fd, id);
+            return;
+        }
+        if let Some(q) = self.uds.get(&token).cloned() {
+            if !ud::receive(&q, &mut self.ud_wqe) {
+                // No receive posted: stop watching until one is.
+                self.rewatch(q.udp, token, 0);
+                if !self.ud_stalled.contains(&token) {
+                    self.ud_stalled.push(token);
+                }
+            }
+            return;
+        }
+        let Some(c) = self.conns.get_mut(&token) else { return };
+        if c.phase == Phase::Connecting {
+            if what & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
+                return;
+            }
+            let mut err: i32 = 0;
+            let mut len = 4u32;
+            // SAFETY: reading our socket's pending error into an int.
+            unsafe { libc::getsockopt(c.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut i32 as *mut libc::c_void, &mut len) };
+            if err != 0 {
+                self.end(token, End::Lost(err));
+                return;
+            }
+            c.phase = Phase::AwaitRep;
+        }
+        if c.phase == Phase::Held && what & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+            self.end(token, End::Lost(0));
+            return;
+        }
+        self.pump(token, false);
+    }
+
+    fn accept_all(&mut self, lfd: i32, listen: u64) {
+        loop {
+            // SAFETY: all-zero sockaddr_in for accept to fill.
+            let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            // SAFETY: accepting on our listening socket.
+            let fd = unsafe { libc::accept4(lfd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) };
+            if fd < 0 {
+                return;
+            }
+            cm::tune(fd);
+            let t = self.token();
+            let mut c = Conn::new(fd, 0, Phase::AwaitReq, false, sa);
+            c.listen = listen;
+            c.interest = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+            self.watch(fd, t, c.interest);
+            self.conns.insert(t, c);
+        }
+    }
+
+    /// Moves a connection along: input, then output, then what epoll watches.
+    fn pump(&mut self, token: u64, retry_stall: bool) {
+        let Some(c) = self.conns.get_mut(&token) else { return };
+        if retry_stall {
+            if let InState::Stalled(h) = c.inp {
+                c.inp = InState::Hdr;
+                if let Err(e) = self.on_header(token, h) {
+                    self.end(token, e);
+                    return;
+                }
+            }
+        }
+        if let Err(e) = self.read_some(token) {
+            self.end(token, e);
+            return;
+        }
+        if let Err(e) = self.write_some(token) {
+            self.end(token, e);
+            return;
+        }
+        let Some(c) = self.conns.get_mut(&token) else { return };
+        // Closing once the last frame is out.
+        let flushed = !c.out.active && c.ctl.is_empty();
+        if flushed && (c.phase == Phase::Closing || (c.disc_sent && c.disc_rcvd)) {
+            self.end(token, End::Done);
+            return;
+        }
+        let mut want = 0u32;
+        if c.reading() {
+            want |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+        }
+        if c.phase == Phase::Held {
+            want |= libc::EPOLLRDHUP as u32;
+        }
+        if c.phase == Phase::Connecting || c.wants_out() {
+            want |= libc::EPOLLOUT as u32;
+        }
+        if want != c.interest {
+            c.interest = want;
+            let fd = c.fd;
+            self.rewatch(fd, token, want);
+        }
+    }
+
+    /// Closes a connection and tells its id why.
+    fn end(&mut self, token: u64, why: End) {
+        let Some(c) = self.conns.remove(&token) else { return };
+        if c.id != 0 {
+            self.by_id.remove(&c.id);
+            Self::set_connected(c.id, false);
+        }
+        // Whatever it had outstanding can no longer complete.
+        if let Some(q) = c.qp.as_ref().filter(|q| q.epoch.load(Ordering::Acquire) == c.epoch) {
+            if q.is(RTS) {
+                q.fail();
+            }
+            // A receive taken for a message that never finished arriving.
+            if let InState::Payload { then: Then::Recv { wr_id, kind, .. }, .. } = c.inp {
+                q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, kind, 0, None, 0, false);
+            }
+        }
+        // SAFETY: the connection's socket, closed once (epoll forgets it).
+        unsafe { libc::close(c.fd) };
+        if c.id == 0 {
+            return;
+        }
+        if let (End::Protocol, Some(q)) = (why, c.qp.as_ref()) {
+            // A QP whose peer broke the protocol failed on its own: say so.
+            self.shared.post_async(dapl_core::backend::AsyncEvent::QpError { context: q.context, code: libc::EPROTO as u32 });
+        }
+        let errno = match why {
+            End::Lost(e) => e,
+            End::Protocol => libc::EPROTO,
+            End::Done => return self.finish_quietly(&c),
+        };
+        log::debug!("sock: connection of id {} ends in {:?} (phase {:?}, errno {errno})", c.id, why, c.phase);
+        let kind = if c.up || c.established {
+            if c.disc_reported { None } else { Some(CmEventKind::Disconnected) }
+        } else if c.active {
+            Some(cm::connect_failure(errno))
+        } else if c.phase == Phase::Held {
+            // A request the consumer has not answered: the CR learns the requester left.
+            Some(CmEventKind::Disconnected)
+        } else if c.phase == Phase::Open {
+            Some(CmEventKind::ConnectError)
+        } else {
+            None
+        };
+        if let Some(k) = kind {
+            self.post(k, c.id, Vec::new(), None);
+        }
+    }
+
+    /// An orderly close: a DISC exchange not yet reported still is.
+    fn finish_quietly(&self, c: &Conn) {
+        if (c.up || c.established) && !c.disc_reported && (c.disc_sent || c.disc_rcvd) {
+            self.post(CmEventKind::Disconnected, c.id, Vec::new(), None);
+        }
+    }
+
+    // ---- input ----
+
+    fn read_some(&mut self, token: u64) -> Result<(), End> {
+        let mut budget = 256;
+        loop {
+            let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
+            if !c.reading() {
+                return Ok(());
+            }
+            budget -= 1;
+            if budget == 0 {
+                return Ok(());
+            }
+            match c.inp {
+                InState::Stalled(_) => return Ok(()),
+                InState::Hdr => {
+                    if c.end - c.start >= HDR {
+                        let h = Hdr::decode(&c.buf[c.start..c.start + HDR]);
+                        c.start += HDR;
+                        self.on_header(token, h)?;
+                        continue;
+                    }
+                    if !fill(c)? {
+                        return Ok(());
+                    }
+                }
+                InState::Payload { left, .. } => {
+                    if left == 0 {
+                        self.finish_payload(token)?;
+                        continue;
+                    }
+                    if !take_payload(c)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    fn set_payload(c: &mut Conn, len: u64, dest: Dest, then: Then) {
+        c.seg = 0;
+        c.seg_off = 0;
+        c.inp = InState::Payload { left: len, dest, then };
+    }
+
+    fn on_header(&mut self, token: u64, h: Hdr) -> Result<(), End> {
+        let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
+        let Some(op) = Op::from_u8(h.op) else {
+            log::warn!("sock: unknown frame {:#x} from the peer", h.op);
+            return Err(End::Protocol);
+        };
+        let len = h.len as u64;
+        match op {
+            Op::Req | Op::Rep | Op::Rej | Op::Rtu | Op::Disc => {
+                if h.len > MAX_CM_PDATA {
+                    return Err(End::Protocol);
+                }
+                c.pdata.clear();
+                Self::set_payload(c, len, Dest::Pdata, Then::Ctl(h));
+                return Ok(());
+            }
+            _ => {}
+        }
+        if c.phase != Phase::Open {
+            return Err(End::Protocol);
+        }
+        let qp = match c.live_qp() {
+            Some(q) if !c.refused && !c.disc_rcvd => q.clone(),
+            _ => {
+                // Nobody to deliver to: the bytes are dropped, nothing answered.
+                Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+                return Ok(());
+            }
+        };
+        match op {
+            Op::Send | Op::WriteImm => {
+                if op == Op::WriteImm && !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
+                    return refuse(c, len, Nak::RemoteAccess);
+                }
+                if !qp.take_recv(&mut c.wqe) {
+                    c.inp = InState::Stalled(h);
+                    return Ok(());
+                }
+                let imm = (h.flags & F_IMM != 0).then_some(h.imm);
+                let solicited = h.flags & F_SOLICITED != 0;
+                if op == Op::WriteImm {
+                    c.segs.clear();
+                    if len > 0 {
+                        c.segs.push((h.addr, len));
+                    }
+                    let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::RecvRdmaWithImm, solicited };
+                    Self::set_payload(c, len, Dest::Segs, then);
+                    return Ok(());
+                }
+                c.segs.clear();
+                let mut room = 0u64;
+                let mut prot = false;
+                for g in &c.wqe.sges {
+                    if g.len == 0 {
+                        continue;
+                    }
+                    match keys::lookup_local(g.key) {
+                        Some(r) if r.allows(g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) => c.segs.push((g.addr, g.len as u64)),
+                        _ => prot = true,
+                    }
+                    room += g.len as u64;
+                }
+                if prot || len > room {
+                    // The receiver's error, and the sender's: both QPs fail.
+                    let (mine, theirs) = if prot {
+                        (DAT_DTO_ERR_LOCAL_PROTECTION, Nak::RemoteOp)
+                    } else {
+                        (DAT_DTO_ERR_LOCAL_LENGTH, Nak::InvalidRequest)
+                    };
+                    qp.complete_recv(c.wqe.wr_id, mine, CompletionKind::Recv, 0, None, 0, false);
+                    refuse(c, len, theirs)?;
+                    qp.fail();
+                    return Ok(());
+                }
+                let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::Recv, solicited };
+                Self::set_payload(c, len, Dest::Segs, then);
+            }
+            Op::Write => {
+                if !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
+                    return refuse(c, len, Nak::RemoteAccess);
+                }
+                c.segs.clear();
+                if len > 0 {
+                    c.segs.push((h.addr, len));
+                }
+                Self::set_payload(c, len, Dest::Segs, Then::Ack);
+            }
+            Op::ReadReq => {
+                let want = h.a;
+                if len != 0 || want > super::device::MAX_MSG as u64 || !remote_ok(&qp, h.rkey, h.addr, want, keys::REMOTE_READ) {
+                    return refuse(c, len, Nak::RemoteAccess);
+                }
+                c.resp.push_back(Resp::Read { addr: h.addr, len: want });
+                if c.resp.len() > MAX_RESP {
+                    return Err(End::Protocol);
+                }
+            }
+            Op::FetchAdd | Op::CmpSwap => {
+                if len != 0 {
+                    return Err(End::Protocol);
+                }
+                if !remote_ok(&qp, h.rkey, h.addr, 8, keys::REMOTE_ATOMIC) {
+                    return refuse(c, len, Nak::RemoteAccess);
+                }
+                if h.addr % 8 != 0 {
+                    return refuse(c, len, Nak::InvalidRequest);
+                }
+                // SAFETY: 8 aligned bytes inside a region the consumer registered
+                // for remote atomics (checked above); other atomics on it are ours too.
+                let cell = unsafe { &*(h.addr as *const AtomicU64) };
+                let old = if op == Op::FetchAdd {
+                    cell.fetch_add(h.a, Ordering::SeqCst)
+                } else {
+                    match cell.compare_exchange(h.a, h.b, Ordering::SeqCst, Ordering::SeqCst) {
+                        Ok(v) | Err(v) => v,
+                    }
+                };
+                c.resp.push_back(Resp::Atomic(old));
+            }
+            Op::Ack => {
+                for _ in 0..h.a {
+                    if !qp.on_response(DAT_DTO_SUCCESS, 0) {
+                        return Err(End::Protocol);
+                    }
+                }
+            }
+            Op::Nak => {
+                qp.on_response(Nak::status(h.status), 0);
+                Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+            }
+            Op::ReadResp | Op::AtomicResp => {
+                let Some(w) = qp.awaiting(&mut c.scratch) else { return Err(End::Protocol) };
+                let expect = if op == Op::ReadResp { WOp::Read } else { w.op };
+                if w.op != expect || (op == Op::AtomicResp && !matches!(w.op, WOp::CmpSwap | WOp::FetchAdd)) {
+                    return Err(End::Protocol);
+                }
+                c.segs.clear();
+                for g in &c.scratch {
+                    if g.len > 0 {
+                        c.segs.push((g.addr, g.len as u64));
+                    }
+                }
+                if op == Op::AtomicResp {
+                    let bytes = h.a.to_ne_bytes();
+                    scatter(&c.segs, &bytes);
+                    qp.on_response(DAT_DTO_SUCCESS, 8);
+                    Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+                } else if len > w.len {
+                    Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+                    qp.on_response(DAT_DTO_ERR_LOCAL_LENGTH, 0);
+                } else {
+                    Self::set_payload(c, len, Dest::Segs, Then::ReadDone(h.len));
+                }
+            }
+            _ => return Err(End::Protocol),
+        }
+        Ok(())
+    }
+
+    fn finish_payload(&mut self, token: u64) -> Result<(), End> {
+        let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
+        let InState::Payload { then, .. } = std::mem::replace(&mut c.inp, InState::Hdr) else { return Ok(()) };
+        match then {
+            Then::Nothing => {}
+            Then::Ack => c.ack(),
+            Then::Recv { wr_id, len, imm, kind, solicited } => {
+                if let Some(q) = c.live_qp() {
+                    q.complete_recv(wr_id, DAT_DTO_SUCCESS, kind, len, imm, 0, solicited);
+                } else if let Some(q) = c.qp.as_ref().filter(|q| q.epoch.load(Ordering::Acquire) == c.epoch) {
+                    // The QP failed while the message was arriving: the
+                    // receive it had taken still completes, as flushed.
+                    q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, kind, 0, None, 0, false);
+                }
+                c.ack();
+            }
+            Then::ReadDone(len) => {
+                if let Some(q) = c.live_qp().cloned() {
+                    q.on_response(DAT_DTO_SUCCESS, len);
+                }
+            }
+            Then::Ctl(h) => return self.on_ctl(token, h),
+        }
+        Ok(())
+    }
+
+    fn on_ctl(&mut self, token: u64, h: Hdr) -> Result<(), End> {
+        let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
+        let pdata = std::mem::take(&mut c.pdata);
+        let op = Op::from_u8(h.op);
+        match (op, c.phase, c.active) {
+            (Some(Op::Req), Phase::AwaitReq, false) => {
+                if h.a != MAGIC {
+                    return Err(End::Protocol);
+                }
+                let datagram = h.flags & F_DATAGRAM != 0;
+                // Whichever id listens on this port for this kind of request.
+                let port = cm::local_port_of(c.fd);
+                let listen = lock(&self.shared.ports).get(&port).map_or(0, |e| e[datagram as usize]);
+                c.listen = listen;
+                if listen == 0 || cm::state_of(listen).is_none() {
+                    c.ctl.push_back(Hdr::new(Op::Rej).frame(&[]));
+                    c.phase = Phase::Closing;
+                    return Ok(());
+                }
+                let id = super::cm::Id::insert(IdState {
+                    shared: self.shared.clone(),
+                    context: Default::default(),
+                    datagram,
+                    info: std::sync::Mutex::new(IdInfo {
+                        local_port: cm::local_port_of(c.fd),
+                        peer: Some(c.peer),
+                        dst: None,
+                        connected: true,
+                    }),
+                });
+                c.id = id.key();
+                c.datagram = datagram;
+                c.phase = Phase::Held;
+                self.by_id.insert(id.key(), token);
+                self.shared.post_event(Ev::Cm { kind: CmEventKind::ConnectRequest, id: id.key(), listen, pdata, ud: None });
+            }
+            (Some(Op::Rep), Phase::AwaitRep, true) => {
+                if c.datagram {
+                    let mut p = c.peer;
+                    p.sin_port = (h.a as u16).to_be();
+                    let id = c.id;
+                    c.phase = Phase::Closing;
+                    self.post(CmEventKind::Established, id, pdata, Some((Path(p), h.imm)));
+                } else {
+                    c.phase = Phase::Held;
+                    c.up = true;
+                    let id = c.id;
+                    self.post(CmEventKind::ConnectResponse, id, pdata, None);
+                }
+            }
+            (Some(Op::Rej), Phase::AwaitRep, true) => {
+                let id = c.id;
+                c.id = 0;
+                self.by_id.remove(&id);
+                Self::set_connected(id, false);
+                self.post(CmEventKind::Rejected { by_consumer: h.flags & F_CONSUMER != 0 }, id, pdata, None);
+                return Err(End::Done);
+            }
+            (Some(Op::Rej), Phase::Open | Phase::Held, false) => {
+                // The requester gave up on our accept (its QP failed).
+                return Err(End::Lost(libc::ECONNABORTED));
+            }
+            (Some(Op::Rtu), Phase::Open, false) => {
+                c.established = true;
+                let id = c.id;
+                self.post(CmEventKind::Established, id, Vec::new(), None);
+            }
+            (Some(Op::Disc), _, _) => {
+                c.disc_rcvd = true;
+                if !c.disc_reported && (c.up || c.established) {
+                    c.disc_reported = true;
+                    let id = c.id;
+                    self.post(CmEventKind::Disconnected, id, Vec::new(), None);
+                }
+            }
+            _ => {
+                log::warn!("sock: handshake frame {:?} out of place (phase {:?})", op, c.phase);
+                return Err(End::Protocol);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- output ----
+
+    fn write_some(&mut self, token: u64) -> Result<(), End> {
+        let mut budget = 256;
+        loop {
+            budget -= 1;
+            if budget == 0 {
+                return Ok(());
+            }
+            let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
+            if c.phase == Phase::Connecting {
+                return Ok(());
+            }
+            if !c.out.active && !next_frame(c) {
+                return Ok(());
+            }
+            if !send_frame(c)? {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn remote_ok(qp: &QpInner, rkey: u32, addr: u64, len: u64, need: u32) -> bool {
+    keys::lookup_remote(rkey).is_some_and(|r| (r.qp == 0 || r.qp == qp.num) && r.allows(addr, len, need, qp.pd))
+}
+
+/// Refuses the peer's request: a NAK, its payload dropped, and every later
+/// request of the peer dropped too (its QP fails on the NAK).
+fn refuse(c: &mut Conn, len: u64, why: Nak) -> Result<(), End> {
+    c.resp.push_back(Resp::Nak(why as u8));
+    c.refused = true;
+    Progress::set_payload(c, len, Dest::Discard, Then::Nothing);
+    Ok(())
+}
+
+/// Copies `bytes` over the segments, in order.
+fn scatter(segs: &[(u64, u64)], bytes: &[u8]) {
+    let mut off = 0usize;
+    for &(a, l) in segs {
+        if off >= bytes.len() {
+            break;
+        }
+        let n = (l as usize).min(bytes.len() - off);
+        // SAFETY: a local segment whose lkey was checked for local write at post.
+        unsafe { std::ptr::copy_nonoverlapping(bytes[off..].as_ptr(), a as *mut u8, n) };
+        off += n;
+    }
+}
+
+/// Reads more of the stream into the connection's buffer. false: nothing now.
+fn fill(c: &mut Conn) -> Result<bool, End> {
+    if c.start == c.end {
+        c.start = 0;
+        c.end = 0;
+    } else if c.start > 0 && c.buf.len() - c.end < HDR {
+        c.buf.copy_within(c.start..c.end, 0);
+        c.end -= c.start;
+        c.start = 0;
+    }
+    let room = c.buf.len() - c.end;
+    // SAFETY: reading into the free tail of our own buffer.
+    let n = unsafe { libc::read(c.fd, c.buf[c.end..].as_mut_ptr() as *mut libc::c_void, room) };
+    if n > 0 {
+        c.end += n as usize;
+        return Ok(true);
+    }
+    if n == 0 {
+        return Err(End::Lost(0));
+    }
+    match errno() {
+        libc::EAGAIN | libc::EINTR => Ok(false),
+        e => Err(End::Lost(e)),
+    }
+}
+
+/// Moves payload bytes to where they go: from the buffer, or for a large
+/// remainder straight from the socket. false: nothing available now.
+fn take_payload(c: &mut Conn) -> Result<bool, End> {
+    let InState::Payload { left, ref dest, .. } = c.inp else { return Ok(false) };
+    let buffered = (c.end - c.start) as u64;
+    if buffered > 0 {
+        let n = buffered.min(left);
+        let from = c.start;
+        match dest {
+            Dest::Discard => {}
+            Dest::Pdata => c.pdata.extend_from_slice(&c.buf[from..from + n as usize]),
+            Dest::Segs => {
+                let mut done = 0u64;
+                while done < n && c.seg < c.segs.len() {
+                    let (a, l) = c.segs[c.seg];
+                    let k = (l - c.seg_off).min(n - done);
+                    // SAFETY: a destination checked against its key (local or
+                    // remote write rights, and range) when the frame arrived.
+                    unsafe { std::ptr::copy_nonoverlapping(c.buf[from + done as usize..].as_ptr(), (a + c.seg_off) as *mut u8, k as usize) };
+                    done += k;
+                    c.seg_off += k;
+                    if c.seg_off == l {
+                        c.seg += 1;
+                        c.seg_off = 0;
+                    }
+                }
+            }
+        }
+        c.start += n as usize;
+        if let InState::Payload { left, .. } = &mut c.inp {
+            *left -= n;
+        }
+        return Ok(true);
+    }
+    if left >= (INBUF / 4) as u64 && matches!(dest, Dest::Segs) {
+        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 8];
+        let mut k = 0;
+        let mut want = left;
+        let (mut s, mut off) = (c.seg, c.seg_off);
+        while k < iov.len() && want > 0 && s < c.segs.len() {
+            let (a, l) = c.segs[s];
+            let n = (l - off).min(want);
+            iov[k] = libc::iovec { iov_base: (a + off) as *mut libc::c_void, iov_len: n as usize };
+            k += 1;
+            want -= n;
+            s += 1;
+            off = 0;
+        }
+        // SAFETY: readv into destinations checked as above.
+        let n = unsafe { libc::readv(c.fd, iov.as_ptr(), k as i32) };
+        if n > 0 {
+            let mut n = n as u64;
+            if let InState::Payload { left, .. } = &mut c.inp {
+                *left -= n;
+            }
+            while n > 0 {
+                let (_, l) = c.segs[c.seg];
+                let k = (l - c.seg_off).min(n);
+                c.seg_off += k;
+                n -= k;
+                if c.seg_off == l {
+                    c.seg += 1;
+                    c.seg_off = 0;
+                }
+            }
+            return Ok(true);
+        }
+        if n == 0 {
+            return Err(End::Lost(0));
+        }
+        return match errno() {
+            libc::EAGAIN | libc::EINTR => Ok(false),
+            e => Err(End::Lost(e)),
+        };
+    }
+    fill(c)
+}
+
+/// Picks the next frame to send. false: nothing to send.
+fn next_frame(c: &mut Conn) -> bool {
+    if let Some(f) = c.ctl.pop_front() {
+        c.out.total = f.len() as u64;
+        c.out.ctl = Some(f);
+        c.out.pos = 0;
+        c.out.active = true;
+        return true;
+    }
+    if c.phase != Phase::Open || c.disc_sent {
+        return false;
+    }
+    c.out.ctl = None;
+    c.out.segs.clear();
+    let mut h = Hdr::default();
+    if let Some(r) = c.resp.pop_front() {
+        match r {
+            Resp::Ack(n) => {
+                h.op = Op::Ack as u8;
+                h.a = n;
+            }
+            Resp::Read { addr, len } => {
+                h.op = Op::ReadResp as u8;
+                h.len = len as u32;
+                if len > 0 {
+                    c.out.segs.push((addr, len));
+                }
+            }
+            Resp::Atomic(v) => {
+                h.op = Op::AtomicResp as u8;
+                h.a = v;
+            }
+            Resp::Nak(s) => {
+                h.op = Op::Nak as u8;
+                h.status = s;
+            }
+        }
+    } else {
+        let Some(q) = c.live_qp().cloned() else { return false };
+        let Some(w) = q.next_request(&mut c.out.segs) else { return false };
+        h = request_header(&w);
+        if !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) {
+            c.out.segs.clear();
+        }
+    }
+    h.encode(&mut c.out.hdr);
+    c.out.total = HDR as u64 + h.len as u64;
+    c.out.pos = 0;
+    c.out.active = true;
+    true
+}
+
+fn request_header(w: &Wqe) -> Hdr {
+    let mut h = Hdr::default();
+    let sol = if w.solicited { F_SOLICITED } else { 0 };
+    match w.op {
+        WOp::Send => {
+            h.op = Op::Send as u8;
+            h.flags = sol;
+            h.len = w.len as u32;
+        }
+        WOp::Write => {
+            h.op = Op::Write as u8;
+            h.len = w.len as u32;
+        }
+        WOp::WriteImm => {
+            h.op = Op::WriteImm as u8;
+            h.flags = F_IMM | sol;
+            h.imm = w.imm;
+            h.len = w.len as u32;
+        }
+        WOp::Read => {
+            h.op = Op::ReadReq as u8;
+            h.a = w.len;
+        }
+        WOp::CmpSwap => {
+            h.op = Op::CmpSwap as u8;
+            h.a = w.cmp;
+            h.b = w.swap;
+        }
+        WOp::FetchAdd => {
+            h.op = Op::FetchAdd as u8;
+            h.a = w.cmp;
+        }
+        WOp::Window => {}
+    }
+    if w.op != WOp::Send {
+        h.rkey = w.rkey;
+        h.addr = w.raddr;
+    }
+    h
+}
+
+/// Writes what it can of the current frame. true: the frame is out.
+fn send_frame(c: &mut Conn) -> Result<bool, End> {
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; super::device::MAX_SGE + 2];
+    let mut k = 0;
+    let pos = c.out.pos;
+    if let Some(f) = &c.out.ctl {
+        iov[0] = libc::iovec { iov_base: f[pos as usize..].as_ptr() as *mut libc::c_void, iov_len: f.len() - pos as usize };
+        k = 1;
+    } else {
+        let mut skip = pos;
+        if skip < HDR as u64 {
+            iov[0] = libc::iovec { iov_base: c.out.hdr[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: HDR - skip as usize };
+            k = 1;
+            skip = 0;
+        } else {
+            skip -= HDR as u64;
+        }
+        for &(a, l) in &c.out.segs {
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            iov[k] = libc::iovec { iov_base: (a + skip) as *mut libc::c_void, iov_len: (l - skip) as usize };
+            skip = 0;
+            k += 1;
+        }
+    }
+    if k == 0 {
+        c.out.active = false;
+        return Ok(true);
+    }
+    // SAFETY: all-zero msghdr, then iovecs over our header and local
+    // segments checked against their keys; they outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = k;
+    // SAFETY: sending on our socket; MSG_NOSIGNAL so a dead peer is an error, not SIGPIPE.
+    let n = unsafe { libc::sendmsg(c.fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return match errno() {
+            libc::EAGAIN | libc::EINTR => Ok(false),
+            e => Err(End::Lost(e)),
+        };
+    }
+    c.out.pos += n as u64;
+    if c.out.pos >= c.out.total {
+        c.out.active = false;
+        c.out.ctl = None;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+#[allow(dead_code)]
+fn _wire_is_used() -> usize {
+    wire::HDR
+}

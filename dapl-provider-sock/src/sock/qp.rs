@@ -1,0 +1,637 @@
+//! A queue pair: its send queue (a preallocated ring of work requests the
+//! progress thread transmits and completes in order), its receive queue
+//! (or the SRQ it takes receives from), and the state machine the core
+//! drives (INIT on prepare, RTS once bound to a connection, ERROR).
+//!
+//! Posting takes the queue's own lock (shared only with the progress
+//! thread, for the instant it copies a request out or completes one),
+//! writes into a slot that already exists, and rings the IA's doorbell:
+//! no allocation, one syscall.
+
+use super::Sock;
+use super::cm::Id;
+use super::cq::{Cq, CqInner};
+use super::device::{MAX_SGE, Shared, lock};
+use super::keys::{self, Mw, Pd, Region};
+use super::progress::Cmd;
+use super::srq::{RecvRing, RecvWqe, Srq, SrqInner};
+use dapl_core::backend::{Completion, CompletionKind, MwOps, QpCaps, QpOps, SendOp, SendRequest, WindowTarget};
+use dat_abi::*;
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+/// One scatter/gather entry, as the core hands it over.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sge {
+    pub addr: u64,
+    pub len: u32,
+    pub key: u32,
+}
+
+pub const RESET: u8 = 0;
+pub const INIT: u8 = 1;
+pub const RTS: u8 = 2;
+pub const ERROR: u8 = 3;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WOp {
+    #[default]
+    Send,
+    Write,
+    WriteImm,
+    Read,
+    CmpSwap,
+    FetchAdd,
+    /// A window bind or invalidate: runs locally, in queue order.
+    Window,
+}
+
+impl WOp {
+    pub fn kind(self, invalidate: bool) -> CompletionKind {
+        match self {
+            WOp::Send => CompletionKind::Send,
+            WOp::Write | WOp::WriteImm => CompletionKind::RdmaWrite,
+            WOp::Read => CompletionKind::RdmaRead,
+            WOp::CmpSwap => CompletionKind::CompareSwap,
+            WOp::FetchAdd => CompletionKind::FetchAdd,
+            WOp::Window if invalidate => CompletionKind::LocalInvalidate,
+            WOp::Window => CompletionKind::WindowBind,
+        }
+    }
+}
+
+// A request not yet started is in state 0.
+/// Transmitted; the target's response completes it.
+pub const AWAIT: u8 = 1;
+/// Ran locally (a window operation); completes when it reaches the front.
+pub const RAN: u8 = 2;
+/// Refused locally (bad lkey): completes in error at the front, and the QP fails.
+pub const FAILED: u8 = 3;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wqe {
+    pub wr_id: u64,
+    pub op: WOp,
+    pub state: u8,
+    pub signaled: bool,
+    pub solicited: bool,
+    pub nsge: u32,
+    pub len: u64,
+    pub raddr: u64,
+    pub rkey: u32,
+    pub imm: u32,
+    pub cmp: u64,
+    pub swap: u64,
+    pub status: DAT_DTO_COMPLETION_STATUS,
+    /// Windows: the key to take out of use first (0: none), the key to
+    /// give and what it reaches (win_key 0: an invalidate or unbind).
+    pub win_old: u32,
+    pub win_key: u32,
+    pub win: Option<Region>,
+}
+
+/// The send queue: slots [done, head) are live; [done, sent) have been
+/// started (transmitted or run), [sent, head) wait for the progress thread.
+pub struct SendQueue {
+    cap: usize,
+    nsge: usize,
+    pub head: u64,
+    pub sent: u64,
+    pub done: u64,
+    wqes: Vec<Wqe>,
+    sges: Vec<Sge>,
+    /// A request failed locally: nothing after it is transmitted.
+    halted: bool,
+}
+
+impl SendQueue {
+    fn new(cap: usize, nsge: usize) -> SendQueue {
+        SendQueue { cap, nsge, head: 0, sent: 0, done: 0, wqes: vec![Wqe::default(); cap], sges: vec![Sge::default(); cap * nsge], halted: false }
+    }
+
+    #[inline]
+    fn slot(&self, i: u64) -> usize {
+        (i % self.cap as u64) as usize
+    }
+
+    pub fn wqe(&self, i: u64) -> &Wqe {
+        &self.wqes[self.slot(i)]
+    }
+
+    pub fn sges(&self, i: u64) -> &[Sge] {
+        let s = self.slot(i);
+        &self.sges[s * self.nsge..s * self.nsge + self.wqes[s].nsge as usize]
+    }
+
+    #[inline]
+    fn push(&mut self, w: Wqe, sges: &[Sge]) -> Result<(), i32> {
+        if self.head - self.done >= self.cap as u64 {
+            return Err(libc::ENOMEM);
+        }
+        if sges.len() > self.nsge {
+            return Err(libc::EINVAL);
+        }
+        let s = self.slot(self.head);
+        self.wqes[s] = Wqe { nsge: sges.len() as u32, ..w };
+        self.sges[s * self.nsge..s * self.nsge + sges.len()].copy_from_slice(sges);
+        self.head += 1;
+        Ok(())
+    }
+}
+
+/// A registry of live QPs by number: a UD answer names its QP's port by it.
+static QPS: Mutex<Option<HashMap<u32, Weak<QpInner>>>> = Mutex::new(None);
+
+pub fn find(num: u32) -> Option<Arc<QpInner>> {
+    lock(&QPS).as_ref().and_then(|m| m.get(&num)).and_then(|w| w.upgrade())
+}
+
+pub struct QpInner {
+    pub num: u32,
+    pub pd: u32,
+    pub shared: Arc<Shared>,
+    pub send_cq: Arc<CqInner>,
+    pub recv_cq: Arc<CqInner>,
+    pub srq: Option<Arc<SrqInner>>,
+    pub context: usize,
+    pub ud: bool,
+    pub state: AtomicU8,
+    pub sq: Mutex<SendQueue>,
+    pub rq: Mutex<RecvRing>,
+    pub send_sge: usize,
+    /// Bumped by reset: a connection bound before no longer feeds this QP.
+    pub epoch: AtomicU32,
+    /// The progress thread found no receive for an arriving message and
+    /// waits for one: a post must ring the doorbell.
+    pub starved: AtomicBool,
+    /// UD: the datagram socket and its port.
+    pub udp: i32,
+    pub udp_port: u16,
+}
+
+impl Drop for QpInner {
+    fn drop(&mut self) {
+        if self.udp >= 0 {
+            // SAFETY: our socket, closed once (the progress thread dropped it from epoll).
+            unsafe { libc::close(self.udp) };
+        }
+    }
+}
+
+impl QpInner {
+    #[inline]
+    pub fn is(&self, state: u8) -> bool {
+        self.state.load(Ordering::Acquire) == state
+    }
+
+    pub fn complete_send(&self, w: &Wqe, status: DAT_DTO_COMPLETION_STATUS, byte_len: u32) {
+        if w.signaled || status != DAT_DTO_SUCCESS {
+            let kind = w.op.kind(w.win_key == 0);
+            self.send_cq.push(Completion { wr_id: w.wr_id, status, kind, byte_len, qp_num: self.num, ..Default::default() }, false);
+        }
+    }
+
+    pub fn complete_recv(&self, wr_id: u64, status: DAT_DTO_COMPLETION_STATUS, kind: CompletionKind, byte_len: u32, imm: Option<u32>, src_qp: u32, solicited: bool) {
+        self.recv_cq.push(Completion { wr_id, status, kind, byte_len, imm, qp_num: self.num, src_qp }, solicited);
+    }
+
+    /// Into the error state: every request not yet completed completes as
+    /// flushed, in order (the receive queue too; an SRQ keeps its own).
+    pub fn fail(&self) {
+        self.state.store(ERROR, Ordering::Release);
+        {
+            let mut sq = lock(&self.sq);
+            self.flush_sq(&mut sq);
+        }
+        let mut rq = lock(&self.rq);
+        let mut w = RecvWqe::default();
+        while rq.pop(&mut w) {
+            self.complete_recv(w.wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::Recv, 0, None, 0, false);
+        }
+        drop(rq);
+        self.shared.kick();
+    }
+
+    fn flush_sq(&self, sq: &mut SendQueue) {
+        while sq.done < sq.head {
+            let w = *sq.wqe(sq.done);
+            sq.done += 1;
+            self.complete_send(&w, DAT_DTO_ERR_FLUSHED, 0);
+        }
+        sq.sent = sq.head;
+        sq.halted = false;
+    }
+
+    /// Completes what ran or failed locally at the front of the send queue.
+    /// A local failure fails the QP.
+    fn retire(&self, sq: &mut SendQueue) {
+        while sq.done < sq.sent {
+            let w = *sq.wqe(sq.done);
+            match w.state {
+                RAN => {
+                    sq.done += 1;
+                    self.complete_send(&w, DAT_DTO_SUCCESS, 0);
+                }
+                FAILED => {
+                    sq.done += 1;
+                    self.state.store(ERROR, Ordering::Release);
+                    self.complete_send(&w, w.status, 0);
+                    self.flush_sq(sq);
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// The target's response to the oldest transmitted request. Returns
+    /// false when nothing awaits one (a broken peer).
+    pub fn on_response(&self, status: DAT_DTO_COMPLETION_STATUS, byte_len: u32) -> bool {
+        let failed = {
+            let mut sq = lock(&self.sq);
+            if self.is(ERROR) {
+                return true;
+            }
+            self.retire(&mut sq);
+            if sq.done >= sq.sent || sq.wqe(sq.done).state != AWAIT {
+                return false;
+            }
+            let w = *sq.wqe(sq.done);
+            sq.done += 1;
+            if status == DAT_DTO_SUCCESS {
+                self.complete_send(&w, status, byte_len);
+                self.retire(&mut sq);
+                false
+            } else {
+                self.state.store(ERROR, Ordering::Release);
+                self.complete_send(&w, status, 0);
+                self.flush_sq(&mut sq);
+                true
+            }
+        };
+        if failed || self.is(ERROR) {
+            self.fail();
+        }
+        true
+    }
+
+    /// The oldest request awaiting a response, if it is of `op`: its SGEs.
+    pub fn awaiting(&self, out: &mut Vec<Sge>) -> Option<Wqe> {
+        let mut sq = lock(&self.sq);
+        self.retire(&mut sq);
+        if sq.done >= sq.sent {
+            return None;
+        }
+        let w = *sq.wqe(sq.done);
+        if w.state != AWAIT {
+            return None;
+        }
+        out.clear();
+        out.extend_from_slice(sq.sges(sq.done));
+        Some(w)
+    }
+
+    /// Takes the next request to transmit, running window operations in
+    /// queue order as it meets them. Its validated local segments go to `segs`.
+    pub fn next_request(&self, segs: &mut Vec<(u64, u64)>) -> Option<Wqe> {
+        let mut sq = lock(&self.sq);
+        let w = loop {
+            if !self.is(RTS) || sq.halted || sq.sent >= sq.head {
+                return None;
+            }
+            let i = sq.sent;
+            let s = sq.slot(i);
+            sq.sent += 1;
+            if sq.wqes[s].op == WOp::Window {
+                let w = sq.wqes[s];
+                if w.win_old != 0 && !keys::clear_window(w.win_old) && w.win_key == 0 {
+                    sq.wqes[s].state = FAILED;
+                    sq.wqes[s].status = DAT_DTO_ERR_LOCAL_PROTECTION;
+                    sq.halted = true;
+                } else {
+                    if let Some(r) = w.win {
+                        keys::set_window(w.win_key, r);
+                    }
+                    sq.wqes[s].state = RAN;
+                }
+                self.retire(&mut sq);
+                continue;
+            }
+            // Sources need only the key; destinations (read, atomic result) local write.
+            let need = match sq.wqes[s].op {
+                WOp::Read | WOp::CmpSwap | WOp::FetchAdd => keys::LOCAL_WRITE,
+                _ => 0,
+            };
+            segs.clear();
+            let mut ok = true;
+            for g in sq.sges(i) {
+                if g.len == 0 {
+                    continue;
+                }
+                match keys::lookup_local(g.key) {
+                    Some(r) if r.allows(g.addr, g.len as u64, need, self.pd) => segs.push((g.addr, g.len as u64)),
+                    _ => ok = false,
+                }
+            }
+            let atomic = matches!(sq.wqes[s].op, WOp::CmpSwap | WOp::FetchAdd);
+            if atomic && segs.iter().map(|s| s.1).sum::<u64>() < 8 {
+                ok = false;
+            }
+            if !ok {
+                sq.wqes[s].state = FAILED;
+                sq.wqes[s].status = if atomic { DAT_DTO_ERR_LOCAL_LENGTH } else { DAT_DTO_ERR_LOCAL_PROTECTION };
+                sq.halted = true;
+                self.retire(&mut sq);
+                return None;
+            }
+            sq.wqes[s].state = AWAIT;
+            break sq.wqes[s];
+        };
+        drop(sq);
+        if self.is(ERROR) {
+            self.fail();
+        }
+        Some(w)
+    }
+
+    /// The next receive for an arriving message, from the RQ or the SRQ.
+    pub fn take_recv(&self, out: &mut RecvWqe) -> bool {
+        let pop = |out: &mut RecvWqe| match &self.srq {
+            Some(s) => s.take(out),
+            None => lock(&self.rq).pop(out),
+        };
+        if pop(out) {
+            return true;
+        }
+        // Ask for a doorbell, then look again: a post that slipped in
+        // between either shows up now or sees the flag and rings.
+        let flag = self.srq.as_ref().map_or(&self.starved, |s| &s.starved);
+        flag.store(true, Ordering::SeqCst);
+        if pop(out) {
+            flag.store(false, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+}
+
+pub struct Qp(pub Arc<QpInner>);
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        if let Some(m) = lock(&QPS).as_mut() {
+            m.remove(&self.0.num);
+        }
+        self.0.state.store(ERROR, Ordering::Release);
+        if self.0.ud {
+            self.0.shared.command(Cmd::UdRemove(self.0.num));
+        }
+    }
+}
+
+fn udp_socket(shared: &Shared) -> io::Result<(i32, u16)> {
+    // SAFETY: a new datagram socket, closed by its QP.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let sa = shared.addr;
+    let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+    // SAFETY: binding our socket to the IA address, port 0.
+    if unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len) } != 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: ours.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    let mut got = sa;
+    let mut l = len;
+    // SAFETY: reading back the bound address into a sockaddr_in.
+    unsafe { libc::getsockname(fd, &mut got as *mut _ as *mut libc::sockaddr, &mut l) };
+    let bufsz: i32 = 4 << 20;
+    // SAFETY: plain socket options on our socket.
+    unsafe {
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &bufsz as *const i32 as *const libc::c_void, 4);
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &bufsz as *const i32 as *const libc::c_void, 4);
+    }
+    Ok((fd, u16::from_be(got.sin_port)))
+}
+
+impl Qp {
+    pub fn create(shared: &Arc<Shared>, pd: &Pd, send_cq: &Cq, recv_cq: &Cq, srq: Option<&Srq>, caps: &QpCaps, context: DAT_HANDLE) -> io::Result<Qp> {
+        static NEXT: AtomicU32 = AtomicU32::new(0x100);
+        if caps.send_sge as usize > MAX_SGE || caps.recv_sge as usize > MAX_SGE {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // Queues hold exactly what was asked: the core sizes its cookie
+        // rings (twice the depth) and consumers their EVDs on that.
+        let depth = |n: u32| n.max(1) as usize;
+        let (udp, udp_port) = if caps.datagram { udp_socket(shared)? } else { (-1, 0) };
+        let num = NEXT.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+        let inner = Arc::new(QpInner {
+            num,
+            pd: pd.id,
+            shared: shared.clone(),
+            send_cq: send_cq.0.clone(),
+            recv_cq: recv_cq.0.clone(),
+            srq: srq.map(|s| s.0.clone()),
+            context: context as usize,
+            ud: caps.datagram,
+            state: AtomicU8::new(RESET),
+            sq: Mutex::new(SendQueue::new(depth(caps.send_wr), caps.send_sge.max(1) as usize)),
+            rq: Mutex::new(RecvRing::new(if srq.is_some() { 1 } else { depth(caps.recv_wr) }, caps.recv_sge.max(1) as usize)),
+            send_sge: caps.send_sge.max(1) as usize,
+            epoch: AtomicU32::new(0),
+            starved: AtomicBool::new(false),
+            udp,
+            udp_port,
+        });
+        lock(&QPS).get_or_insert_with(HashMap::new).insert(num, Arc::downgrade(&inner));
+        if caps.datagram {
+            shared.command(Cmd::UdAdd(inner.clone()));
+        }
+        Ok(Qp(inner))
+    }
+}
+
+/// The remote privileges a window grants, in our terms.
+fn window_access(privs: DAT_MEM_PRIV_FLAGS) -> u32 {
+    let mut a = 0;
+    if privs & DAT_MEM_PRIV_REMOTE_READ_FLAG != 0 {
+        a |= keys::REMOTE_READ;
+    }
+    if privs & DAT_MEM_PRIV_REMOTE_WRITE_FLAG != 0 {
+        a |= keys::REMOTE_WRITE;
+    }
+    if privs & DAT_IB_MEM_PRIV_REMOTE_ATOMIC != 0 {
+        a |= keys::REMOTE_ATOMIC;
+    }
+    a
+}
+
+impl Qp {
+    fn window_op(&self, wr_id: u64, signaled: bool, old: u32, key: u32, win: Option<Region>) -> Result<(), i32> {
+        let w = Wqe { wr_id, op: WOp::Window, signaled, win_old: old, win_key: key, win, ..Default::default() };
+        self.enqueue(w, &[])
+    }
+
+    #[inline]
+    fn enqueue(&self, w: Wqe, sges: &[Sge]) -> Result<(), i32> {
+        let q = &*self.0;
+        match q.state.load(Ordering::Acquire) {
+            RTS => {
+                lock(&q.sq).push(w, sges)?;
+                q.shared.kick();
+                Ok(())
+            }
+            // Verbs completes what is posted to a failed QP as flushed.
+            ERROR => {
+                q.complete_send(&w, DAT_DTO_ERR_FLUSHED, 0);
+                Ok(())
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    fn region_of(&self, t: &WindowTarget<Sock>, type2: bool) -> Region {
+        let mr = t.mr.region;
+        Region { addr: t.addr, len: t.len, access: window_access(t.privs), pd: mr.pd, qp: if type2 { self.0.num } else { 0 }, window: true }
+    }
+}
+
+impl QpOps<Sock> for Qp {
+    #[inline]
+    fn num(&self) -> u32 {
+        self.0.num
+    }
+
+    fn prepare(&self) -> io::Result<()> {
+        self.0.state.store(if self.0.ud { RTS } else { INIT }, Ordering::Release);
+        Ok(())
+    }
+
+    fn to_error(&self) {
+        self.0.fail();
+    }
+
+    fn reset(&self) -> io::Result<()> {
+        let q = &*self.0;
+        q.state.store(RESET, Ordering::Release);
+        q.epoch.fetch_add(1, Ordering::AcqRel);
+        {
+            let mut sq = lock(&q.sq);
+            sq.done = sq.head;
+            sq.sent = sq.head;
+            sq.halted = false;
+        }
+        lock(&q.rq).clear();
+        q.starved.store(false, Ordering::Release);
+        self.prepare()
+    }
+
+    #[inline]
+    fn post_send(&self, wr_id: u64, sges: &[Sge], req: &SendRequest, flags: DAT_COMPLETION_FLAGS) -> Result<(), i32> {
+        let signaled = flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0;
+        let solicited = flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG != 0;
+        if let Some(dest) = req.ud {
+            return super::ud::post_send(&self.0, wr_id, sges, dest, req.imm, signaled, solicited);
+        }
+        if self.0.ud {
+            return Err(libc::EINVAL);
+        }
+        let len: u64 = sges.iter().map(|s| s.len as u64).sum();
+        if len > super::device::MAX_MSG as u64 {
+            return Err(libc::EINVAL);
+        }
+        let op = match req.op {
+            SendOp::Send => WOp::Send,
+            SendOp::RdmaWrite => WOp::Write,
+            SendOp::RdmaRead => WOp::Read,
+            SendOp::RdmaWriteImm => WOp::WriteImm,
+            SendOp::CompareSwap => WOp::CmpSwap,
+            SendOp::FetchAdd => WOp::FetchAdd,
+        };
+        let (raddr, rkey) = req.remote.map_or((0, 0), |r| (r.virtual_address, r.rmr_context));
+        let w = Wqe {
+            wr_id,
+            op,
+            signaled,
+            solicited,
+            len,
+            raddr,
+            rkey,
+            imm: req.imm,
+            cmp: req.atomic.0,
+            swap: req.atomic.1,
+            ..Default::default()
+        };
+        self.enqueue(w, sges)
+    }
+
+    #[inline]
+    fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<(), i32> {
+        let q = &*self.0;
+        if q.srq.is_some() {
+            return Err(libc::EINVAL);
+        }
+        match q.state.load(Ordering::Acquire) {
+            RESET => return Err(libc::EINVAL),
+            ERROR => {
+                q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::Recv, 0, None, 0, false);
+                return Ok(());
+            }
+            _ => {}
+        }
+        lock(&q.rq).push(wr_id, sges)?;
+        if q.starved.swap(false, Ordering::SeqCst) {
+            q.shared.kick();
+        }
+        Ok(())
+    }
+
+    fn post_invalidate(&self, wr_id: u64, signaled: bool, rkey: u32) -> Result<(), i32> {
+        self.window_op(wr_id, signaled, rkey, 0, None)
+    }
+
+    fn post_bind(&self, wr_id: u64, signaled: bool, mw: &Mw, rkey: u32, target: &WindowTarget<Sock>) -> Result<(), i32> {
+        if mw.pd != self.0.pd {
+            return Err(libc::EINVAL);
+        }
+        let r = self.region_of(target, true);
+        self.window_op(wr_id, signaled, 0, rkey, Some(r))
+    }
+
+    fn bind_type1(&self, wr_id: u64, signaled: bool, mw: &Mw, target: Option<&WindowTarget<Sock>>) -> Result<(), i32> {
+        if mw.pd != self.0.pd {
+            return Err(libc::EINVAL);
+        }
+        let old = mw.rkey();
+        match target {
+            Some(t) => {
+                let r = self.region_of(t, false);
+                let key = mw.rekey();
+                // The old key may not be bound: that is no failure for a rebind.
+                self.window_op(wr_id, signaled, old, key, Some(r))
+            }
+            None => {
+                let w = Wqe { wr_id, op: WOp::Window, signaled, ..Default::default() };
+                keys::clear_window(old);
+                mw.rekey();
+                self.enqueue(w, &[])
+            }
+        }
+    }
+
+    fn connect_via(&self, id: &Id, _responder: u8, _initiator: u8) -> io::Result<()> {
+        let q = &self.0;
+        if q.ud {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        q.state.store(RTS, Ordering::Release);
+        q.shared.command(Cmd::Bind { id: id.key(), qp: q.clone(), epoch: q.epoch.load(Ordering::Acquire) });
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! Receive queues: the ring a QP or an SRQ keeps its posted receives in,
+//! and the shared receive queue with its limit event.
+
+use super::Sock;
+use super::device::{Shared, lock};
+use super::keys::Pd;
+use super::qp::Sge;
+use dapl_core::backend::{AsyncEvent, SrqOps};
+use dat_abi::*;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One posted receive, as the progress thread takes it.
+#[derive(Default)]
+pub struct RecvWqe {
+    pub wr_id: u64,
+    pub sges: Vec<Sge>,
+}
+
+/// A ring of posted receives; every slot and its SGEs exist from creation.
+pub struct RecvRing {
+    cap: usize,
+    nsge: usize,
+    head: u64,
+    tail: u64,
+    ids: Vec<u64>,
+    counts: Vec<u32>,
+    sges: Vec<Sge>,
+}
+
+impl RecvRing {
+    pub fn new(cap: usize, nsge: usize) -> RecvRing {
+        RecvRing { cap, nsge, head: 0, tail: 0, ids: vec![0; cap], counts: vec![0; cap], sges: vec![Sge::default(); cap * nsge] }
+    }
+
+    pub fn len(&self) -> usize {
+        (self.head - self.tail) as usize
+    }
+
+    #[inline]
+    pub fn push(&mut self, wr_id: u64, sges: &[Sge]) -> Result<(), i32> {
+        if self.len() >= self.cap {
+            return Err(libc::ENOMEM);
+        }
+        if sges.len() > self.nsge {
+            return Err(libc::EINVAL);
+        }
+        let s = (self.head % self.cap as u64) as usize;
+        self.ids[s] = wr_id;
+        self.counts[s] = sges.len() as u32;
+        self.sges[s * self.nsge..s * self.nsge + sges.len()].copy_from_slice(sges);
+        self.head += 1;
+        Ok(())
+    }
+
+    pub fn pop(&mut self, out: &mut RecvWqe) -> bool {
+        if self.head == self.tail {
+            return false;
+        }
+        let s = (self.tail % self.cap as u64) as usize;
+        out.wr_id = self.ids[s];
+        out.sges.clear();
+        out.sges.extend_from_slice(&self.sges[s * self.nsge..s * self.nsge + self.counts[s] as usize]);
+        self.tail += 1;
+        true
+    }
+
+    pub fn clear(&mut self) {
+        self.tail = self.head;
+    }
+
+    /// A ring of `cap` slots holding what this one holds; None if it does not fit.
+    fn resized(&self, cap: usize) -> Option<RecvRing> {
+        if cap < self.len() {
+            return None;
+        }
+        let mut r = RecvRing::new(cap, self.nsge);
+        for i in self.tail..self.head {
+            let s = (i % self.cap as u64) as usize;
+            let n = self.counts[s] as usize;
+            let _ = r.push(self.ids[s], &self.sges[s * self.nsge..s * self.nsge + n]);
+        }
+        Some(r)
+    }
+}
+
+pub struct SrqInner {
+    ring: Mutex<RecvRing>,
+    /// Armed limit (0: disarmed): falling below it raises the limit event once.
+    limit: AtomicU32,
+    context: AtomicUsize,
+    pub starved: AtomicBool,
+    shared: Arc<Shared>,
+}
+
+impl SrqInner {
+    pub fn take(&self, out: &mut RecvWqe) -> bool {
+        let (got, left) = {
+            let mut r = lock(&self.ring);
+            (r.pop(out), r.len())
+        };
+        let limit = self.limit.load(Ordering::Acquire);
+        if got && limit > 0 && (left as u32) < limit && self.limit.swap(0, Ordering::AcqRel) != 0 {
+            self.shared.post_async(AsyncEvent::SrqLimitReached { context: self.context.load(Ordering::Acquire) });
+        }
+        got
+    }
+}
+
+pub struct Srq(pub Arc<SrqInner>);
+
+impl Srq {
+    pub fn create(pd: &Pd, max_wr: u32, max_sge: u32, limit: u32) -> io::Result<Srq> {
+        if max_sge as usize > super::device::MAX_SGE {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        Ok(Srq(Arc::new(SrqInner {
+            ring: Mutex::new(RecvRing::new(max_wr.max(1) as usize, max_sge.max(1) as usize)),
+            limit: AtomicU32::new(limit),
+            context: AtomicUsize::new(0),
+            starved: AtomicBool::new(false),
+            shared: pd.shared.clone(),
+        })))
+    }
+}
+
+impl SrqOps<Sock> for Srq {
+    #[inline]
+    fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<(), i32> {
+        lock(&self.0.ring).push(wr_id, sges)?;
+        if self.0.starved.swap(false, Ordering::SeqCst) {
+            self.0.shared.kick();
+        }
+        Ok(())
+    }
+
+    fn set_context(&self, h: DAT_HANDLE) {
+        self.0.context.store(h as usize, Ordering::Release);
+    }
+
+    fn resize(&self, max_wr: u32) -> io::Result<()> {
+        let mut r = lock(&self.0.ring);
+        match r.resized(max_wr.max(1) as usize) {
+            Some(n) => {
+                *r = n;
+                Ok(())
+            }
+            None => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+
+    fn set_limit(&self, limit: u32) -> io::Result<()> {
+        self.0.limit.store(limit, Ordering::Release);
+        // Already below the new limit: verbs raises the event at once.
+        let left = lock(&self.0.ring).len() as u32;
+        if limit > 0 && left < limit && self.0.limit.swap(0, Ordering::AcqRel) != 0 {
+            self.0.shared.post_async(AsyncEvent::SrqLimitReached { context: self.0.context.load(Ordering::Acquire) });
+        }
+        Ok(())
+    }
+}
