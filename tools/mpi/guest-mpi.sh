@@ -1,5 +1,6 @@
 #!/bin/bash
-# guest-mpi.sh PREFIX RESULTS PLAN: in the Soft-RoCE guest, runs MVAPICH2's
+# guest-mpi.sh PREFIX RESULTS PLAN: in the Soft-RoCE guest (or, for the
+# software provider alone, MPI_PROVIDERS=mpi-sock, on the host), runs MVAPICH2's
 # OSU benchmarks and MPICH2 tests (built by build-mvapich2.sh into PREFIX)
 # over our libdat2.so.2, once with our provider and once with the reference
 # libdaplofa.so.2, each picked by IA name from one dat.conf. PLAN has one run
@@ -23,13 +24,14 @@ mkdir -p "$logs"
 cat >"$work/dat.conf" <<CONF
 mpi-ours u2.0 nonthreadsafe default libdaplibv.so.2 dapl.2.0 "dum0 0" ""
 mpi-ref u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "dum0 0" ""
+mpi-sock u2.0 nonthreadsafe default libdaplsock.so.2 dapl.2.0 "lo 0" ""
 CONF
 export DAT_OVERRIDE=$work/dat.conf
 export LD_LIBRARY_PATH=$root/target/release
 # Every message through DAT: no shared-memory path between local ranks.
 export MV2_USE_SHARED_MEM=0
 # Hydra's proxies find the launcher over TCP; the guest's only interfaces
-# are lo and dum0.
+# are lo and dum0 (on the host, run-mpi.sh --host, lo keeps it local too).
 export HYDRA_IFACE=lo
 providers=${MPI_PROVIDERS:-mpi-ours mpi-ref}
 # The slowest run of the CI plan takes about 45 s; a hung run (the reference

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-mpi.sh [PLAN | --full]: MVAPICH2 1.7's uDAPL channel over our
+# run-mpi.sh [--host] [PLAN | --full]: MVAPICH2 1.7's uDAPL channel over our
 # libdat2.so.2 in the Soft-RoCE guest. Builds MVAPICH2 (cached,
 # build-mvapich2.sh), runs the OSU benchmarks and MPICH2 tests of PLAN
 # (default tools/mpi/plan-ci.txt; --full: every test, gen-plan.py)
@@ -7,7 +7,12 @@
 # prints the side-by-side table and "mpi: N passed, M failed, K skipped".
 # Without the tarball (../shared/mpi/) it says so and passes: the MPI part
 # is optional outside CI. MPI_KEEP=DIR keeps the results and logs there.
+# --host: the same plan on this host, no guest, over the software provider
+# libdaplsock.so.2 (IA mpi-sock, "lo 0") alone: there is no reference
+# provider that runs without RDMA to set beside it.
 set -uo pipefail
+host=0
+if [ "${1:-}" = --host ]; then host=1; shift; fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 tarball=${MPI_TARBALL:-$root/../shared/mpi/mvapich2-1.7.tar.xz}
@@ -26,11 +31,19 @@ else
     plan=$(realpath "$plan_arg")
 fi
 : >"$out/results"
-# The plan's runs take about 20 s each under TCG; allow for twice that.
-runs=$(grep -cvE '^\s*(#|$)' "$plan")
-export RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((300 + runs * 2 * 40))}
-"$root/tools/rxe-vm/run-in-guest.sh" "$here/guest-mpi.sh" "$prefix" "$out/results" "$plan"
-grc=$?
+if [ $host = 1 ]; then
+    export MPI_PROVIDERS=mpi-sock MPI_OURS=mpi-sock MPI_REF=none
+    # Seconds here, not minutes: a run past this has hung.
+    export MPI_RUN_TIMEOUT=${MPI_RUN_TIMEOUT:-60}
+    "$here/guest-mpi.sh" "$prefix" "$out/results" "$plan"
+    grc=$?
+else
+    # The plan's runs take about 20 s each under TCG; allow for twice that.
+    runs=$(grep -cvE '^\s*(#|$)' "$plan")
+    export RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((300 + runs * 2 * 40))}
+    "$root/tools/rxe-vm/run-in-guest.sh" "$here/guest-mpi.sh" "$prefix" "$out/results" "$plan"
+    grc=$?
+fi
 python3 "$here/report.py" "$out/results" "$plan" "$here/known-failures.txt" | tee "$out/table.md"
 rc=${PIPESTATUS[0]}
 [ -n "${MPI_KEEP:-}" ] || rm -rf "$out"
