@@ -420,6 +420,8 @@ static const struct area areas[] = {
 	{ input_cases, &input_ncases },
 	{ extensions_cases, &extensions_ncases },
 	{ counters_cases, &counters_ncases },
+	{ threads_cases, &threads_ncases },
+	{ kills_cases, &kills_ncases },
 };
 #define NAREAS (sizeof(areas) / sizeof(areas[0]))
 
@@ -436,6 +438,8 @@ static void write_stats(void)
 	printf("# stat %s bytes %ld\n", g_case, g_stats.bytes);
 	printf("# stat %s lost %ld\n", g_case, g_stats.lost);
 	printf("# stat %s dup %ld\n", g_case, g_stats.dup);
+	printf("# stat %s threads %ld\n", g_case, g_stats.threads);
+	printf("# stat %s kills %ld\n", g_case, g_stats.kills);
 }
 
 static void header(void)

@@ -16,6 +16,8 @@
  *   faults  fault scenarios survived
  *   eps ops bytes lost dup   load figures (connected EPs, operations,
  *           bytes compared, completions lost / duplicated)
+ *   threads kills  threads posting at once (threads.c); peer-kill rounds
+ *           survived (kills.c)
  */
 #ifndef CONFORMANCE_HARNESS_H
 #define CONFORMANCE_HARNESS_H
@@ -48,7 +50,7 @@ extern int g_qual_base;		/* CONF_QUAL: first connection qualifier */
 /* Reporting and figures                                              */
 
 struct stats {
-	long errors, faults, eps, ops, bytes, lost, dup;
+	long errors, faults, eps, ops, bytes, lost, dup, threads, kills;
 };
 extern struct stats g_stats;
 
@@ -97,9 +99,9 @@ DAT_RETURN isolated_rc(pid_t pid, int fd);
 #define CASE(area, n, ref) { #n, area, case_##n, ref }
 
 extern const struct tcase errors_cases[], protection_cases[], faults_cases[], load_cases[], input_cases[],
-	extensions_cases[], counters_cases[];
+	extensions_cases[], counters_cases[], threads_cases[], kills_cases[];
 extern const int errors_ncases, protection_ncases, faults_ncases, load_ncases, input_ncases, extensions_ncases,
-	counters_ncases;
+	counters_ncases, threads_ncases, kills_ncases;
 
 /* ------------------------------------------------------------------ */
 /* DAT helpers                                                        */

@@ -9,6 +9,9 @@
 #   CONF_CASES    only these cases (space-separated; default: all but KNOWN_BROKEN)
 #   CONF_SOAK_SECS  load soak length (default 60, at most 120)
 #   CONF_LOAD_EPS   connected EPs in the load run (default 256)
+#   CONF_THREAD_OPS  threads_*: ops of each kind per thread (default here 64: TCG)
+#   CONF_KILL_ROUNDS, CONF_KILL_SEED, CONF_KILL_BIG  peer_killed_rounds (defaults
+#                 here 50 rounds, seed 20261201, a 1 MiB RDMA read: TCG)
 #   CONF_RUN_KNOWN_BROKEN=1  also run the KNOWN_BROKEN cases (reported, not counted)
 #   CONF_REFERENCE=1  also run the cases flagged for it through the reference
 #                 registry + libdaplofa.so.2 (informational, not counted);
@@ -32,6 +35,8 @@ conf=$WORK/dat.conf
     printf 'ofa-v2-rxe-b u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "10.0.0.1 0" ""\n'
 } >"$conf"
 export DAT_OVERRIDE=$conf
+# Smaller transfers under TCG; the same rounds and seed as on the host.
+export CONF_THREAD_OPS=${CONF_THREAD_OPS:-64} CONF_KILL_BIG=${CONF_KILL_BIG:-1048576}
 # rxe does not bound an access through a memory window to the window (see rmr.sh).
 export CONF_WINDOW_BOUNDS=${CONF_WINDOW_BOUNDS:-unenforced}
 
@@ -70,6 +75,7 @@ called=$(awk '$1 == "#" && $2 == "stat" && $4 == "calls" { for (i = 5; i <= NF; 
 covered=$(printf '%s\n%s\n' "$exports" "$called" | sort | uniq -d | wc -l)
 missing=$(printf '%s\n%s\n%s\n' "$exports" "$called" "$called" | sort | uniq -u | tr '\n' ' ')
 sum() { awk -v k="$1" '$1 == "#" && $2 == "stat" && $4 == k { s += $5 } END { print s + 0 }' "$out"; }
+max() { awk -v k="$1" '$1 == "#" && $2 == "stat" && $4 == k && $5 > m { m = $5 } END { print m + 0 }' "$out"; }
 [ -z "$missing" ] || echo "# exported calls no passing case checked: $missing"
 
 if [ "${CONF_RUN_KNOWN_BROKEN:-0}" = 1 ] && [ -n "$KNOWN_BROKEN" ]; then
@@ -86,5 +92,6 @@ fi
 
 echo "conformance figures: calls covered $covered/$total, error cases checked $(sum errors)," \
     "fault scenarios survived $(sum faults), load $(sum eps) EPs and $(sum ops) operations," \
-    "bytes verified $(sum bytes), completions lost $(sum lost) (duplicated $(sum dup))"
+    "bytes verified $(sum bytes), completions lost $(sum lost) (duplicated $(sum dup))," \
+    "threads posting at once $(max threads), peer kill rounds survived $(sum kills)"
 finish conformance
