@@ -59,6 +59,7 @@ section abi python3 tools/abi-check/abi_check.py \
     --ours-lib target/release/libdat2.so.2 --ref-lib /usr/lib/x86_64-linux-gnu/libdat2.so.2
 # The sock provider (libdaplsock.so.2) on this host over loopback: no guest.
 section host-sock ctest/host/sock.sh
+section host-netns ctest/host/netns.sh
 section guest-ref-provider tools/rxe-vm/run-in-guest.sh ctest/guest/ref-provider.sh
 section guest-dat-info tools/rxe-vm/run-in-guest.sh tools/dat-info/guest-check.sh
 section guest-provider tools/rxe-vm/run-in-guest.sh ctest/guest/provider.sh

@@ -81,11 +81,11 @@ impl Ring {
     /// slot is read only if it fails).
     #[inline]
     pub fn claim(&self, owner: usize, cookie: u64, len: u64, op: u32, rmr_context: u32, completes: bool) -> Option<u64> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) & (self.slots.len() - 1);
-        let cell = &self.slots[i];
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let cell = &self.slots[n & (self.slots.len() - 1)];
         // SAFETY: a shared view of the flag only; the reaper clears it through the same kind of view.
         if unsafe { (*cell.0.get()).busy.load(Ordering::Acquire) } {
-            self.next.fetch_sub(1, Ordering::Relaxed);
+            self.give_back(n);
             return None;
         }
         // SAFETY: index i is ours until its completion (see SlotCell), and its last completion was read.
@@ -100,7 +100,23 @@ impl Ring {
     pub fn unclaim(&self, wr_id: u64) {
         // SAFETY: wr_id is the slot claim() just returned; nothing else holds it.
         unsafe { (*(wr_id as *const DtoSlot)).busy.store(false, Ordering::Release) };
-        self.next.fetch_sub(1, Ordering::Relaxed);
+        let n = self.next.load(Ordering::Relaxed).wrapping_sub(1);
+        // Only the last claim can be handed back; an earlier one is skipped.
+        if self.slots[n & (self.slots.len() - 1)].0.get() as u64 == wr_id {
+            self.give_back(n);
+        } else {
+            self.done.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Undoes claim index `n`. If another poster claimed after it, handing
+    /// it back would give that claim's slot a second owner: the index then
+    /// stays spent and counts as done, so posted - done stays what is out.
+    #[inline]
+    fn give_back(&self, n: usize) {
+        if self.next.compare_exchange(n.wrapping_add(1), n, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+            self.done.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     pub fn capacity(&self) -> usize {

@@ -483,7 +483,17 @@ impl Qp {
         let q = &*self.0;
         match q.state.load(Ordering::Acquire) {
             RTS => {
-                lock(&q.sq).push(w, sges)?;
+                let mut sq = lock(&q.sq);
+                // fail() marks the QP before it flushes under this lock: a
+                // post that got here after that flush must not be left in a
+                // queue nobody will send or flush again.
+                if q.state.load(Ordering::Acquire) == ERROR {
+                    drop(sq);
+                    q.complete_send(&w, DAT_DTO_ERR_FLUSHED, 0);
+                    return Ok(());
+                }
+                sq.push(w, sges)?;
+                drop(sq);
                 q.shared.kick();
                 Ok(())
             }
@@ -585,7 +595,15 @@ impl QpOps<Sock> for Qp {
             }
             _ => {}
         }
-        lock(&q.rq).push(wr_id, sges)?;
+        let mut rq = lock(&q.rq);
+        // As for sends: a flush that ran before we took the lock will not run again.
+        if q.state.load(Ordering::Acquire) == ERROR {
+            drop(rq);
+            q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::Recv, 0, None, 0, false);
+            return Ok(());
+        }
+        rq.push(wr_id, sges)?;
+        drop(rq);
         if q.starved.swap(false, Ordering::SeqCst) {
             q.shared.kick();
         }
