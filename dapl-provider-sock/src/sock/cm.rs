@@ -117,6 +117,39 @@ fn bind(fd: i32, sa: &libc::sockaddr_in) -> io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// Why `dial` gave no socket.
+pub enum Dial {
+    /// Making or binding our socket failed: the caller's error.
+    Setup(io::Error),
+    /// connect() failed at once (errno): the connection's.
+    Failed(i32),
+}
+
+/// A socket bound to the IA address `src` and connecting (non-blocking) to
+/// `dst`: connected or in progress.
+pub fn dial(src: &libc::sockaddr_in, dst: &libc::sockaddr_in) -> Result<i32, Dial> {
+    let fd = tcp_socket().map_err(Dial::Setup)?;
+    tune(fd);
+    // The ephemeral port this end gets may be a qualifier's port some
+    // PSP binds later: rdma_cm keeps the two apart, TCP lets the later
+    // listener share it only if both sides allow reuse.
+    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1);
+    if let Err(e) = bind(fd, src) {
+        // SAFETY: ours, not handed on.
+        unsafe { libc::close(fd) };
+        return Err(Dial::Setup(e));
+    }
+    // SAFETY: a non-blocking connect of our socket to a full sockaddr_in.
+    let rc = unsafe { libc::connect(fd, dst as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32) };
+    let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    if rc != 0 && err != libc::EINPROGRESS {
+        // SAFETY: ours, not handed on.
+        unsafe { libc::close(fd) };
+        return Err(Dial::Failed(err));
+    }
+    Ok(fd)
+}
+
 pub fn local_port_of(fd: i32) -> u16 {
     // SAFETY: all-zero sockaddr_in, filled by getsockname.
     let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
@@ -215,26 +248,17 @@ impl ConnIdOps<Sock> for Id {
     fn connect(&self, p: &ConnParams) -> io::Result<()> {
         let st = self.state()?;
         let dst = lock(&st.info).dst.ok_or_else(|| io::Error::from_raw_os_error(libc::EDESTADDRREQ))?;
-        let fd = tcp_socket()?;
-        tune(fd);
-        // The ephemeral port this end gets may be a qualifier's port some
-        // PSP binds later: rdma_cm keeps the two apart, TCP lets the later
-        // listener share it only if both sides allow reuse.
-        set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1);
-        if let Err(e) = bind(fd, &st.shared.addr) {
-            // SAFETY: ours, not handed on.
-            unsafe { libc::close(fd) };
-            return Err(e);
-        }
-        // SAFETY: a non-blocking connect of our socket to a full sockaddr_in.
-        let rc = unsafe { libc::connect(fd, &dst as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32) };
-        let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        if rc != 0 && err != libc::EINPROGRESS {
-            // SAFETY: ours, not handed on.
-            unsafe { libc::close(fd) };
-            post(&st, self.0, connect_failure(err));
-            return Ok(());
-        }
+        // Refused at once (nobody listens yet): the progress thread dials
+        // again for a while (fd -1), as for a refusal it sees itself.
+        let fd = match dial(&st.shared.addr, &dst) {
+            Ok(fd) => fd,
+            Err(Dial::Failed(libc::ECONNREFUSED)) => -1,
+            Err(Dial::Failed(errno)) => {
+                post(&st, self.0, connect_failure(errno));
+                return Ok(());
+            }
+            Err(Dial::Setup(e)) => return Err(e),
+        };
         let mut h = Hdr::new(Op::Req);
         h.flags = if st.datagram { F_DATAGRAM } else { 0 };
         h.imm = p.qp_num;

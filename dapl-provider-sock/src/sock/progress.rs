@@ -46,6 +46,11 @@ pub enum Cmd {
 
 /// How long a DISC waits for the peer's before the connection is dropped.
 const DISC_WAIT: Duration = Duration::from_secs(3);
+/// How long an active end keeps dialing a port nobody listens on before
+/// it reports the reject, and its first and longest pause between dials.
+const DIAL_WINDOW: Duration = Duration::from_secs(2);
+const DIAL_BACKOFF: Duration = Duration::from_millis(10);
+const DIAL_BACKOFF_MAX: Duration = Duration::from_millis(200);
 const INBUF: usize = 64 * 1024;
 /// Responses a peer may have us owe before it is cut off (a well-behaved
 /// peer is bounded by its send queue).
@@ -169,6 +174,10 @@ struct Conn {
     disc_rcvd: bool,
     disc_reported: bool,
     deadline: Option<Instant>,
+    /// An active end refused (nobody listening yet) dials again until then.
+    dial_until: Option<Instant>,
+    /// The wait before the next dial; grows with each refusal.
+    backoff: Duration,
     interest: u32,
     peer: libc::sockaddr_in,
 }
@@ -204,6 +213,8 @@ impl Conn {
             disc_rcvd: false,
             disc_reported: false,
             deadline: None,
+            dial_until: None,
+            backoff: DIAL_BACKOFF,
             interest: 0,
             peer,
         }
@@ -366,6 +377,10 @@ impl Progress {
         let now = Instant::now();
         let due: Vec<u64> = self.conns.iter().filter(|(_, c)| c.deadline.is_some_and(|d| d <= now)).map(|(t, _)| *t).collect();
         for t in due {
+            if self.conns.get(&t).is_some_and(|c| c.fd < 0 && c.phase == Phase::Connecting) {
+                self.redial(t);
+                continue;
+            }
             log::debug!("sock: peer did not answer DISC; dropping the connection");
             self.end(t, End::Lost(libc::ETIMEDOUT));
         }
@@ -411,7 +426,12 @@ impl Progress {
                 c.datagram = cm::state_of(id).is_some_and(|s| s.datagram);
                 c.ctl.push_back(frame);
                 c.interest = (libc::EPOLLOUT | libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-                self.watch(fd, t, c.interest);
+                c.dial_until = Some(Instant::now() + DIAL_WINDOW);
+                if fd < 0 {
+                    c.deadline = Some(Instant::now() + c.backoff);
+                } else {
+                    self.watch(fd, t, c.interest);
+                }
                 self.conns.insert(t, c);
                 self.by_id.insert(id, t);
                 if cm::state_of(id).is_none() {
@@ -449,6 +469,11 @@ impl Progress {
             Cmd::Disconnect { id } => {
                 let Some(&t) = self.by_id.get(&id) else { return };
                 let Some(c) = self.conns.get_mut(&t) else { return };
+                if c.fd < 0 {
+                    // Between dials: there is no peer to tell.
+                    self.end(t, End::Done);
+                    return;
+                }
                 if !c.disc_sent {
                     c.disc_sent = true;
                     c.ctl.push_back(Hdr::new(Op::Disc).frame(&[]));
@@ -527,6 +552,10 @@ impl Progress {
             let mut len = 4u32;
             // SAFETY: reading our socket's pending error into an int.
             unsafe { libc::getsockopt(c.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut i32 as *mut libc::c_void, &mut len) };
+            if err == libc::ECONNREFUSED && c.dial_until.is_some_and(|u| Instant::now() < u) {
+                self.back_off(token);
+                return;
+            }
             if err != 0 {
                 self.end(token, End::Lost(err));
                 return;
@@ -561,8 +590,50 @@ impl Progress {
     }
 
     /// Moves a connection along: input, then output, then what epoll watches.
+    /// A refused dial: the socket goes, and `expire` dials again after the
+    /// backoff. TCP cannot tell "not listening yet" from "not listening";
+    /// programs such as dtest connect as soon as their peer says it is
+    /// ready, which can be before its PSP listens.
+    fn back_off(&mut self, token: u64) {
+        let Some(c) = self.conns.get_mut(&token) else { return };
+        if c.fd >= 0 {
+            // SAFETY: the connection's socket, closed once (epoll forgets it).
+            unsafe { libc::close(c.fd) };
+            c.fd = -1;
+        }
+        c.deadline = Some(Instant::now() + c.backoff);
+        c.backoff = (c.backoff * 2).min(DIAL_BACKOFF_MAX);
+    }
+
+    fn redial(&mut self, token: u64) {
+        let Some(c) = self.conns.get_mut(&token) else { return };
+        c.deadline = None;
+        let id = c.id;
+        if cm::state_of(id).is_none() {
+            return self.end(token, End::Done);
+        }
+        let in_window = c.dial_until.is_some_and(|u| Instant::now() < u);
+        match cm::dial(&self.shared.addr, &c.peer) {
+            Ok(fd) => {
+                c.fd = fd;
+                let interest = c.interest;
+                if let Some(st) = cm::state_of(id) {
+                    lock(&st.info).local_port = cm::local_port_of(fd);
+                }
+                self.watch(fd, token, interest);
+            }
+            Err(cm::Dial::Failed(libc::ECONNREFUSED)) if in_window => self.back_off(token),
+            Err(cm::Dial::Failed(e)) => self.end(token, End::Lost(e)),
+            Err(cm::Dial::Setup(e)) => self.end(token, End::Lost(e.raw_os_error().unwrap_or(libc::EIO))),
+        }
+    }
+
     fn pump(&mut self, token: u64, retry_stall: bool) {
         let Some(c) = self.conns.get_mut(&token) else { return };
+        if c.fd < 0 {
+            // Between dials: nothing to read or write yet.
+            return;
+        }
         if retry_stall {
             if let InState::Stalled(h) = c.inp {
                 c.inp = InState::Hdr;
@@ -621,8 +692,10 @@ impl Progress {
                 q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, kind, 0, None, 0, false);
             }
         }
-        // SAFETY: the connection's socket, closed once (epoll forgets it).
-        unsafe { libc::close(c.fd) };
+        if c.fd >= 0 {
+            // SAFETY: the connection's socket, closed once (epoll forgets it).
+            unsafe { libc::close(c.fd) };
+        }
         if c.id == 0 {
             return;
         }
