@@ -60,8 +60,6 @@ section abi python3 tools/abi-check/abi_check.py \
 # The sock provider (libdaplsock.so.2) on this host over loopback: no guest.
 section host-sock ctest/host/sock.sh
 section host-netns ctest/host/netns.sh
-# MVAPICH2 over the software provider on this host (when the tarball is there).
-section host-mpi tools/mpi/run-mpi.sh --host
 section guest-ref-provider tools/rxe-vm/run-in-guest.sh ctest/guest/ref-provider.sh
 section guest-dat-info tools/rxe-vm/run-in-guest.sh tools/dat-info/guest-check.sh
 section guest-provider tools/rxe-vm/run-in-guest.sh ctest/guest/provider.sh
