@@ -26,8 +26,9 @@ cgsum() {
 	function short(o) {
 		if (o ~ /libdat2/) return "registry"
 		if (o ~ /libdaplibv|libdaplofa/) return "provider"
-		if (o ~ /libibverbs/) return "libibverbs"
+		# before libibverbs: the rxe library lives in a libibverbs/ directory
 		if (o ~ /librxe/) return "rxe"
+		if (o ~ /libibverbs/) return "libibverbs"
 		if (o ~ /librdmacm/) return "librdmacm"
 		if (o ~ /libc\.so|ld-linux|libpthread/) return "libc"
 		if (o ~ /instr-/) return "driver"
@@ -52,13 +53,14 @@ cgsum() {
 # All dumps into one file of: run stack mode count phase kind key... ir
 all=$dir/sums
 : >"$all"
-for ph in "$dir"/*.phases; do
-	base=${ph%.phases}
+for lg in "$dir"/*.all.*.log; do
+	base=${lg%.log}
 	IFS=. read -r run stack mode count <<<"${base##*/}"
-	while read -r k name; do
+	# The driver names each dump on stderr, in order: "dump K = PHASE".
+	grep -o 'dump [0-9]* = [A-Za-z_0-9]*' "$lg" | while read -r _ k _ name; do
 		[ -e "$base.$k" ] || continue
 		cgsum "$base.$k" | sed "s|^|$run $stack $mode $count $name |" >>"$all"
-	done <"$ph"
+	done
 done
 
 awk -v N="$N" -v LMR_N="$LMR_N" -v CM_N="$CM_N" -v RUNS="$RUNS" '
@@ -75,7 +77,10 @@ function per(op) { return op ~ /^lmr_/ ? LMR_N : (op == "connect_cycle" ? CM_N :
 	obnames[$7] = kind == "ob"
 	seen[run, st, op] = 1
 }
-function val(run, st, op) { return ((run, st, op) in seen) ? v[run, st, op] / (2 * per(op)) : "" }
+# Library instructions: the whole process minus the driver code (its
+# loop and the building of the arguments of each call, which differ between the
+# verbs and DAT drivers and are not a cost of the stacks).
+function val(run, st, op) { return ((run, st, op) in seen) ? (v[run, st, op] - ob[run, st, op, "driver"]) / (2 * per(op)) : "" }
 function f1(x) { return x == "" ? "-" : sprintf("%.1f", x) }
 function target(op, o, n, r,   t, ok) {
 	if (o == "" ) return "-"
@@ -101,7 +106,7 @@ END {
 		# The DAT layer: what ours spends outside libibverbs, the rxe
 		# library and the driver loop (registry, provider, libc it calls).
 		dl = ""
-		if (o != "") dl = (v[1, "ours", op] - ob[1, "ours", op, "libibverbs"] - ob[1, "ours", op, "rxe"] - ob[1, "ours", op, "driver"]) / (2 * per(op))
+		if (o != "") dl = o - (ob[1, "ours", op, "libibverbs"] + ob[1, "ours", op, "rxe"]) / (2 * per(op))
 		agree = "yes"; worst = 0
 		for (s = 1; s <= 3; s++) {
 			st = s == 1 ? "native" : (s == 2 ? "ours" : "ref")
