@@ -77,7 +77,7 @@ log() { echo "bench-instr [$(($(date +%s) - started)) s] $*" >&2; }
 } >"$dir/meta"
 
 # cg RUN STACK K: one driver run under callgrind with K times N, LMR_N and
-# CM_N; dumps land in $dir/RUN.STACK.all.K*N.P, P = phase (listed in .phases).
+# CM_N; dumps land in $dir/RUN.STACK.all.K*N.P, P = phase (named in the .log).
 cg() {
 	local run=$1 stack=$2 k=$3
 	local count=$((k * N)) lmrc=$((k * LMR_N)) cmc=$((k * CM_N))
@@ -94,7 +94,6 @@ cg() {
 		log "FAILED: $stack x$k"; tail -n 15 "$out.log" >&2
 		return 1
 	fi
-	grep -o 'dump [0-9]* = [a-z_0-9]*' "$out.log" | awk '{print $2, $4}' >"$out.phases"
 	grep 'dequeue_hit misses' "$out.log" >&2
 }
 

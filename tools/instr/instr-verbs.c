@@ -169,8 +169,12 @@ static void disconnect_pair(void)
 {
 	if (rdma_disconnect(a_id))
 		die("rdma_disconnect");
-	next_event(RDMA_CM_EVENT_DISCONNECTED);
-	next_event(RDMA_CM_EVENT_DISCONNECTED);
+	/* Over IB CM (which rxe uses) the passive side must answer the DREQ
+	 * with its own rdma_disconnect (the DREP), or the active side waits
+	 * for the DREQ timeout before its DISCONNECTED. */
+	for (int i = 0; i < 2; i++)
+		if (next_event(RDMA_CM_EVENT_DISCONNECTED) == b_id && rdma_disconnect(b_id))
+			die("rdma_disconnect(B)");
 	rdma_destroy_qp(a_id);
 	rdma_destroy_qp(b_id);
 	rdma_destroy_id(a_id);
