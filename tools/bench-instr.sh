@@ -83,17 +83,21 @@ cg() {
 	local count=$((k * N)) lmrc=$((k * LMR_N)) cmc=$((k * CM_N))
 	local out=$dir/$run.$stack.all.$count
 	local -a cmd
+	# Not through env(1): callgrind would measure env, not its child.
+	unset LD_LIBRARY_PATH
 	case $stack in
 	native) cmd=("$bin/instr-verbs" 10.0.0.1 "$count" "$lmrc" "$cmc") ;;
-	ours) cmd=(env LD_LIBRARY_PATH="$ours" "$bin/instr-dat" ibv-rxe "$count" "$lmrc" "$cmc") ;;
-	ref) cmd=(env -u LD_LIBRARY_PATH "$bin/instr-dat" ofa-v2-rxe "$count" "$lmrc" "$cmc") ;;
+	ours) cmd=("$bin/instr-dat" ibv-rxe "$count" "$lmrc" "$cmc"); export LD_LIBRARY_PATH=$ours ;;
+	ref) cmd=("$bin/instr-dat" ofa-v2-rxe "$count" "$lmrc" "$cmc") ;;
 	esac
 	# --vgdb=no: valgrind's gdbserver FIFOs cannot be made on the 9p root.
 	if ! timeout 1200 valgrind --tool=callgrind --vgdb=no --dump-after=phase_done \
 		--callgrind-out-file="$out" "${cmd[@]}" >"$out.log" 2>&1; then
 		log "FAILED: $stack x$k"; tail -n 15 "$out.log" >&2
+		unset LD_LIBRARY_PATH
 		return 1
 	fi
+	unset LD_LIBRARY_PATH
 	grep 'dequeue_hit misses' "$out.log" >&2
 }
 
