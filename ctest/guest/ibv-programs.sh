@@ -60,6 +60,11 @@ if want dtestx; then
         fi
     done
     WAIT_FOR=tcp:15828 run_pair dtestx-ud 180 "dtestx $P -s -u" "dtestx $P -c -u -h $GUEST_ADDR" "UD test PASSED"
+    # The remaining options: -v (verbose), -U N (N UD endpoints each side),
+    # -m (the server answers every client endpoint from its own endpoint).
+    WAIT_FOR=tcp:15828 run_pair dtestx-verbose 180 "dtestx $P -s -v -b 1024" "dtestx $P -v -h $GUEST_ADDR -b 1024" "immed/atomic test PASSED"
+    WAIT_FOR=tcp:15828 run_pair dtestx-ud-U3 180 "dtestx $P -s -u -U 3" "dtestx $P -c -u -U 3 -h $GUEST_ADDR" "UD test PASSED"
+    WAIT_FOR=tcp:15828 run_pair dtestx-ud-m 180 "dtestx $P -s -u -m -U 3" "dtestx $P -c -u -m -U 3 -h $GUEST_ADDR" "UD test PASSED"
     out=$(timeout 60 dtestx $P -q 2>&1)
     if echo "$out" | grep -q "DAT_IB_UD=TRUE" && echo "$out" | grep -q "DAT_IB_CMP_AND_SWAP=TRUE"; then
         ok "dtestx-query (dat_ib_open_query/close_query)"

@@ -91,6 +91,11 @@ if want dtestx; then
     run_pair dtestx 120 15828 "dtestx $P -s -b 4096" "dtestx $P -h $ADDR -b 4096" "immed/atomic test PASSED"
     run_pair dtestx-counters 120 15828 "dtestx $P -s -p -b 4096" "dtestx $P -h $ADDR -p -b 4096" "immed/atomic test PASSED"
     run_pair dtestx-ud 120 15828 "dtestx $P -s -u" "dtestx $P -c -u -h $ADDR" "UD test PASSED"
+    # The remaining options: -v (verbose), -U N (N UD endpoints each side),
+    # -m (the server answers every client endpoint from its own endpoint).
+    run_pair dtestx-verbose 120 15828 "dtestx $P -s -v -b 1024" "dtestx $P -v -h $ADDR -b 1024" "immed/atomic test PASSED"
+    run_pair dtestx-ud-U3 120 15828 "dtestx $P -s -u -U 3" "dtestx $P -c -u -U 3 -h $ADDR" "UD test PASSED"
+    run_pair dtestx-ud-m 120 15828 "dtestx $P -s -u -m -U 3" "dtestx $P -c -u -m -U 3 -h $ADDR" "UD test PASSED"
     out=$(timeout 60 dtestx $P -q 2>&1)
     if echo "$out" | grep -q "DAT_IB_UD=TRUE" && echo "$out" | grep -q "DAT_IB_CMP_AND_SWAP=TRUE"; then
         ok "dtestx-query"
