@@ -14,7 +14,7 @@ import re
 import statistics
 import sys
 
-FIGS = ("lat", "bw", "rate")
+FIGS = ("lat", "lat50", "bw", "rate")
 NET_TITLE = {
     "node": "On-node",
     "tcp": "TCP across two network namespaces (veth)",
@@ -24,7 +24,7 @@ OTHERS = {
     "tcp": {"ucx": "UCX tcp", "ofi": "libfabric tcp"},
 }
 OURS_WHAT = {"node": "sock provider, lo", "tcp": "sock provider, veth"}
-LOWER_IS_BETTER = {"lat": True, "bw": False, "rate": False}
+LOWER_IS_BETTER = {"lat": True, "lat50": True, "bw": False, "rate": False}
 
 
 def iters_for(iters, budget, size, floor):
@@ -75,6 +75,9 @@ class Bench:
     def sizes(self, fig):
         return [self.cfg["rate_size"]] if fig == "rate" else self.cfg["sizes"]
 
+    def expected_iters_any(self, fig, size):
+        return self.expected_iters("lat" if fig == "lat50" else fig, size)
+
     # ---- parsing each tool's output ----
     def parse_ours(self, fig, text):
         doc = json.loads(text)
@@ -90,6 +93,8 @@ class Bench:
             if row["iterations"] != want:
                 raise ValueError(f"{row['size']} B ran {row['iterations']} iterations, not {want}")
             got[row["size"]] = float(row[key])
+            if fig == "lat":
+                got[("lat50", row["size"])] = float(row["median"])
         missing = [s for s in self.sizes(fig) if s not in got]
         if missing:
             raise ValueError(f"no figure for sizes {missing}")
@@ -105,7 +110,10 @@ class Bench:
         if int(cols[0]) != self.expected_iters(fig, size):
             raise ValueError(f"ran {cols[0]} iterations, not {self.expected_iters(fig, size)}")
         v = {"lat": float(cols[3]), "bw": float(cols[5]), "rate": float(cols[7]) / 1e6}[fig]
-        return {size: v}
+        got = {size: v}
+        if fig == "lat":
+            got[("lat50", size)] = float(cols[1])
+        return got
 
     def parse_ofi(self, fig, size, text):
         # bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
@@ -132,14 +140,17 @@ class Bench:
                 else:
                     got = self.parse_ofi(fig, int(parts[4]), text)
                 for size, v in got.items():
-                    if not v > 0:
+                    if not v > 0 and not isinstance(size, tuple):
                         raise ValueError(f"{size} B: figure {v} is not positive")
             except (ValueError, KeyError, IndexError, OSError) as e:
                 self.problems.append(f"{name}: {e}")
                 continue
             self.passed += 1
             for size, v in got.items():
-                self.values.setdefault((net, stack, fig, size), []).append(v)
+                f = fig
+                if isinstance(size, tuple):  # a second figure from the same run
+                    f, size = size
+                self.values.setdefault((net, stack, f, size), []).append(v)
 
     # ---- summaries ----
     def variants(self, net, fig):
@@ -189,16 +200,16 @@ class Bench:
         cols = self.variants(net, fig)
         if not cols:
             return []
-        unit = {"lat": "µs, mean half round trip", "bw": "MB/s (2^20 B/s), window %d" % self.cfg["window"],
+        unit = {"lat": "µs, mean half round trip", "lat50": "µs, median of the per-iteration half round trips; fi_pingpong reports none", "bw": "MB/s = 2^20 B/s, window %d" % self.cfg["window"],
                 "rate": "million messages/s, %d B, window %d" % (self.cfg["rate_size"], self.cfg["window"])}[fig]
-        name = {"lat": "Ping-pong latency", "bw": "Bandwidth", "rate": "Message rate"}[fig]
+        name = {"lat": "Ping-pong latency", "lat50": "Ping-pong latency, typical", "bw": "Bandwidth", "rate": "Message rate"}[fig]
         out = [f"{name} ({unit}); median of rounds (min–max):", ""]
         head = ["bytes", "iterations"] + [t for _, t in cols] + ["ours / best other"]
         out.append("| " + " | ".join(head) + " |")
         out.append("| " + " | ".join(["---:"] * 2 + ["---:"] * len(cols) + ["---:"]) + " |")
         for size in self.sizes(fig):
             r, *_ = self.ratio(net, fig, size)
-            row = [size_str(size), str(self.expected_iters(fig, size))]
+            row = [size_str(size), str(self.expected_iters_any(fig, size))]
             row += [self.cell(net, k, fig, size) for k, _ in cols]
             row.append("—" if r is None else f"{r:.2f}")
             out.append("| " + " | ".join(row) + " |")
@@ -252,10 +263,12 @@ class Bench:
         rs = c["rate_size"]
         if "node" in nets:
             out.append(self.verdict("on-node latency, 8 B", "node", "lat", [s for s in c["sizes"] if s == 8], "≤ best shared memory"))
+            out.append(self.verdict("(on-node latency, 8 B, typical)", "node", "lat50", [s for s in c["sizes"] if s == 8], "informative: per-iteration median, UCX only"))
             out.append(self.verdict("on-node bandwidth, ≥ 64 KiB", "node", "bw", big, "≥ 1.0× best (UCX only: no libfabric stream test)"))
             out.append(self.verdict(f"on-node message rate, {rs} B window {c['window']}", "node", "rate", [rs], "≥ best (UCX only)"))
         if "tcp" in nets:
             out.append(self.verdict("TCP latency, 8 B", "tcp", "lat", [s for s in c["sizes"] if s == 8], "≤ best tcp"))
+            out.append(self.verdict("(TCP latency, 8 B, typical)", "tcp", "lat50", [s for s in c["sizes"] if s == 8], "informative: per-iteration median, UCX only"))
             out.append(self.verdict("TCP latency, every size", "tcp", "lat", c["sizes"], "≤ best tcp"))
             out.append(self.verdict("TCP bandwidth, ≥ 64 KiB", "tcp", "bw", big, "≥ best tcp (UCX only)"))
             out.append(self.verdict(f"TCP message rate, {rs} B window {c['window']}", "tcp", "rate", [rs], "≥ best (UCX only)"))
