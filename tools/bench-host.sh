@@ -42,6 +42,8 @@
 # Iterations per size, the same for every stack: ITERS, but for large
 # messages BYTES / size, at least BENCH_MIN_ITERS (dat-perf --iter-bytes).
 #
+# Flags: --smoke, --rounds N, --sizes LIST, --stacks LIST, --nets LIST,
+# --modes LIST (lists comma-separated), --keep, --report FILE, --help.
 # Environment (flags override; defaults in brackets):
 #   BENCH_ROUNDS [5]  BENCH_SIZES [1,2,4,...,4M]  BENCH_STACKS [ours,ucx,ofi]
 #   BENCH_NETS [node,tcp]  BENCH_MODES [poll,wait] (ours: dat_evd_dequeue
@@ -92,7 +94,7 @@ while [ $# -gt 0 ]; do
 done
 if [ $SMOKE = 1 ]; then
 	# One small size, once, few iterations: does every stack run here?
-	ROUNDS=1 SIZES=${BENCH_SIZES:-8} LAT_ITERS=200 BW_ITERS=200 RATE_ITERS=2000 TIMEOUT=${BENCH_TIMEOUT:-60}
+	ROUNDS=1 SIZES=${SIZES:-8} LAT_ITERS=200 BW_ITERS=200 RATE_ITERS=2000 TIMEOUT=${BENCH_TIMEOUT:-60}
 fi
 
 # bytes SIZE: "4K" -> 4096 (K, M, G binary).
