@@ -60,6 +60,10 @@ section abi python3 tools/abi-check/abi_check.py \
 # The sock provider (libdaplsock.so.2) on this host over loopback: no guest.
 section host-sock ctest/host/sock.sh
 section host-netns ctest/host/netns.sh
+# The host benchmark's smoke mode: one small size once per stack (ours, UCX,
+# libfabric), on-node and across namespaces; fails if any of them cannot run.
+# The benchmark itself (tools/bench-host.sh, no flag) is not a test.
+section host-bench-smoke tools/bench-host.sh --smoke
 section guest-ref-provider tools/rxe-vm/run-in-guest.sh ctest/guest/ref-provider.sh
 section guest-dat-info tools/rxe-vm/run-in-guest.sh tools/dat-info/guest-check.sh
 section guest-provider tools/rxe-vm/run-in-guest.sh ctest/guest/provider.sh

@@ -19,6 +19,9 @@ packages=(
     dpkg-dev man-db
     # the fuzzer's short run goes under memcheck, which catches use-after-free on stable Rust
     valgrind
+    # tools/bench-host.sh: UCX (ucx_perftest) and libfabric (fi_pingpong) to measure beside
+    # ours; taskset (util-linux) pins their server and client
+    ucx-utils libfabric-bin util-linux
 )
 
 missing=()

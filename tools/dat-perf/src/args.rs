@@ -21,6 +21,10 @@ the server takes each test's parameters from it.
                         msg_rate 64; lmr_reg and ibv_reg 4K,64K,1M,16M,64M)
   --max-size N          all powers of two from 1 byte to N instead of --sizes
   --iters N, -n N       measured iterations per size (default 1000)
+  --iter-bytes N        fewer iterations for large messages: per size, N / size
+                        iterations, but no more than --iters and no fewer than
+                        --min-iters (e.g. 64M: 64 KiB runs 1000, 4 MiB 100)
+  --min-iters N         floor for --iter-bytes (default 100)
   --warmup N, -w N      untimed iterations first (default 100)
   --window N            operations in flight for bandwidth and message rate (default 64)
   --mode poll|wait      reap completions with dat_evd_dequeue (default) or dat_evd_wait
@@ -161,6 +165,9 @@ pub struct Args {
     pub tests: Vec<Test>,
     pub sizes: Option<Vec<u64>>,
     pub iters: u64,
+    /// With it, iterations shrink for large messages (see `iters_for`).
+    pub iter_bytes: Option<u64>,
+    pub min_iters: u64,
     pub warmup: u64,
     pub window: u32,
     pub mode: Mode,
@@ -180,6 +187,8 @@ impl Default for Args {
             tests: vec![Test::SendLat],
             sizes: None,
             iters: 1000,
+            iter_bytes: None,
+            min_iters: 100,
             warmup: 100,
             window: 64,
             mode: Mode::Poll,
@@ -201,6 +210,17 @@ pub enum Cmd {
 impl Args {
     pub fn sizes_for(&self, t: Test) -> Vec<u64> {
         self.sizes.clone().unwrap_or_else(|| t.default_sizes())
+    }
+
+    /// Measured iterations at `size`: `--iters`, or with `--iter-bytes B`
+    /// B / size clamped to [min(--min-iters, --iters), --iters], so a sweep
+    /// up to megabytes takes seconds rather than minutes. tools/bench-host.sh
+    /// computes the same for the other stacks.
+    pub fn iters_for(&self, size: u64) -> u64 {
+        match self.iter_bytes {
+            None => self.iters,
+            Some(b) => (b / size.max(1)).clamp(self.min_iters.min(self.iters), self.iters),
+        }
     }
 
     /// Whether this invocation needs a peer. Without --server that makes it
@@ -273,6 +293,8 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Cmd, String> {
             }
             "--max-size" => max_size = Some(parse_size(&value()?)?),
             "--iters" | "-n" => a.iters = parse_num(&flag, &value()?)?,
+            "--iter-bytes" => a.iter_bytes = Some(parse_size(&value()?)?),
+            "--min-iters" => a.min_iters = parse_num(&flag, &value()?)?,
             "--warmup" | "-w" => a.warmup = parse_num(&flag, &value()?)?,
             "--window" => a.window = parse_num(&flag, &value()?)?,
             "--depth" => a.depth = parse_num(&flag, &value()?)?,
@@ -302,6 +324,9 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Cmd, String> {
     }
     if a.iters == 0 {
         return Err("--iters must be at least 1".into());
+    }
+    if a.min_iters == 0 {
+        return Err("--min-iters must be at least 1".into());
     }
     if a.window == 0 {
         return Err("--window must be at least 1".into());
@@ -370,6 +395,26 @@ mod tests {
         assert_eq!(a.sizes, Some(vec![1, 4096]));
         assert_eq!((a.iters, a.warmup, a.window, a.mode, a.json), (50, 5, 16, Mode::Wait, true));
         assert_eq!(a.sizes_for(Test::MsgRate), vec![1, 4096]);
+    }
+
+    #[test]
+    fn iteration_budget() {
+        let a = run(&["--ia", "x", "--iters", "1000", "--iter-bytes", "64M"]).unwrap();
+        assert_eq!(a.iters_for(1), 1000);
+        assert_eq!(a.iters_for(64 << 10), 1000);
+        assert_eq!(a.iters_for(128 << 10), 512);
+        assert_eq!(a.iters_for(1 << 20), 100);
+        assert_eq!(a.iters_for(4 << 20), 100);
+        let a = run(&["--ia", "x", "--iters", "50", "--iter-bytes", "1K", "--min-iters", "10"]).unwrap();
+        assert_eq!(a.iters_for(8), 50);
+        assert_eq!(a.iters_for(64), 16);
+        assert_eq!(a.iters_for(4096), 10);
+        // A floor above --iters is capped by --iters.
+        let a = run(&["--ia", "x", "--iters", "20", "--iter-bytes", "1K"]).unwrap();
+        assert_eq!(a.iters_for(1 << 20), 20);
+        assert_eq!(run(&["--ia", "x"]).unwrap().iters_for(1 << 30), 1000);
+        assert!(run(&["--ia", "x", "--min-iters", "0"]).unwrap_err().contains("--min-iters"));
+        assert!(run(&["--ia", "x", "--iter-bytes", "0"]).is_err());
     }
 
     #[test]

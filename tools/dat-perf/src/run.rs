@@ -106,7 +106,7 @@ pub fn client(dat: &Dat, args: &Args, on_row: &mut dyn FnMut(&Row)) -> Result<Ve
     let mut rows = Vec::new();
     for &test in args.tests.iter().filter(|t| !t.is_local()) {
         for size in args.sizes_for(test) {
-            let req = TestReq { test, size, iters: args.iters, warmup: args.warmup, window: args.window, mode: args.mode };
+            let req = TestReq { test, size, iters: args.iters_for(size), warmup: args.warmup, window: args.window, mode: args.mode };
             check_fit(&req, (s.area, s.depth), (s.peer.len, s.peer.depth), s.max_message(), s.max_rdma())?;
             let row = client_test(&mut s, req, args.quiet).map_err(|e| format!("{} {size} B: {e}", test.name()))?;
             on_row(&row);
