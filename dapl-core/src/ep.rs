@@ -527,6 +527,7 @@ pub fn may_post(s: DAT_EP_STATE) -> bool {
     s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_COMPLETION_PENDING
 }
 
+#[cold]
 fn not_connected_minor(s: DAT_EP_STATE) -> u32 {
     match s {
         DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_DISCONNECT_PENDING => DAT_INVALID_STATE_EP_DISCONNECTED,
@@ -538,6 +539,7 @@ fn not_connected_minor(s: DAT_EP_STATE) -> u32 {
     }
 }
 
+#[cold]
 fn post_error(rc: i32) -> DAT_RETURN {
     match rc {
         libc::ENOMEM => no_resources(DAT_RESOURCE_TEP),
@@ -562,7 +564,9 @@ impl<'a> Request<'a> {
     }
 }
 
-#[inline]
+/// Inlined into each entry point, so that the request's constant parts
+/// (operation, DTO type, counter) fold away.
+#[inline(always)]
 pub fn post_request<T: Provider>(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
@@ -922,7 +926,13 @@ impl<T: Provider> Ep<T> {
 /// Runs on the thread reaping the EVD, the one writer of these counters.
 #[inline]
 pub fn received<T: Provider>(owner: usize, wc: &Completion, ud: bool) {
-    let Ok(ep) = get::<T>(owner as DAT_HANDLE) else { return };
+    // The owner is the EP handle the post recorded (or the SRQ's map: also
+    // a handle the core recorded; 0 when its QP is no longer mapped), maybe
+    // freed since.
+    if owner == 0 {
+        return;
+    }
+    let Some(ep) = handle::get_recorded::<Ep<T>>(owner) else { return };
     let i = if wc.kind == CompletionKind::RecvRdmaWithImm {
         DCNT_EP_RECV_RDMA_IMM
     } else if ud {

@@ -86,15 +86,26 @@ impl<T: Provider> Ia<T> {
         if matches!(kind, Some(DAT_HANDLE_TYPE_PSP | DAT_HANDLE_TYPE_RSP)) {
             self.counters.add(DCNT_IA_CM_LISTEN, 1);
         }
-        self.children.lock().unwrap_or_else(|e| e.into_inner()).push(Child { handle: h as usize, rank, destroy });
+        let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        handle::set_child_index::<T>(h, children.len() as u32);
+        children.push(Child { handle: h as usize, rank, destroy });
     }
 
     pub fn disown(&self, h: DAT_HANDLE) {
         let removed = {
             let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
-            let before = children.len();
-            children.retain(|c| c.handle != h as usize);
-            before != children.len()
+            // The slot says where it is in the list (adopt, and the swap
+            // below); a handle already taken off finds someone else there.
+            match handle::child_index::<T>(h).map(|i| i as usize) {
+                Some(i) if children.get(i).is_some_and(|c| c.handle == h as usize) => {
+                    children.swap_remove(i);
+                    if let Some(moved) = children.get(i) {
+                        handle::set_child_index::<T>(moved.handle as DAT_HANDLE, i as u32);
+                    }
+                    true
+                }
+                _ => false,
+            }
         };
         // Only the call that took it off the list counts the free.
         let kind = handle::kind_of::<T>(h);

@@ -21,7 +21,8 @@ impl<T: Transport> SgeList<T> {
     /// None if the count or the triplet pointer is bad.
     #[inline]
     pub fn fill(&mut self, n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET) -> Option<(usize, u64)> {
-        if n < 0 || n as usize > MAX_IOV || (n > 0 && iov.is_null()) {
+        // Negative counts are huge as u32.
+        if n as u32 > MAX_IOV as u32 || (n != 0 && iov.is_null()) {
             return None;
         }
         let mut total = 0u64;

@@ -47,8 +47,16 @@ pub fn guard_or<T>(name: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(_) => {
-            log::error!("{name}: internal panic caught at the DAT API boundary");
+            caught(name);
             on_panic
         }
     }
+}
+
+/// Out of line, so a guarded call keeps its name in a register for this
+/// path only rather than in its frame on every call.
+#[cold]
+#[inline(never)]
+fn caught(name: &str) {
+    log::error!("{name}: internal panic caught at the DAT API boundary");
 }

@@ -1,4 +1,12 @@
 //! From a consumer's handle to the provider table and handle to call with.
+//!
+//! Two ways in. `fast_object`/`fast_ia_or_object` are what every call tries
+//! first: plain loads and compares, nothing that can panic or call out, so
+//! an entry point that finds its provider this way is a few checks and a
+//! tail call (no frame, no panic guard needed). They say None for anything
+//! unusual (a bad handle, a table not in its home slot, an IA being closed),
+//! and the entry point then takes `object`/`ia_or_object` under its panic
+//! guard, which decide fully and give the error.
 
 use crate::ia_table;
 use crate::providers;
@@ -28,6 +36,25 @@ pub fn ia_or_object(h: DAT_HANDLE, minor: u32) -> Result<Target, DAT_RETURN> {
     } else {
         object(h, minor)
     }
+}
+
+/// `object`'s common case, or None (then `object` decides).
+#[inline(always)]
+pub fn fast_object(h: DAT_HANDLE) -> Option<&'static DAT_PROVIDER> {
+    if (h as usize) <= ia_table::MAX_HANDLE || (h as usize) % std::mem::align_of::<usize>() != 0 {
+        return None;
+    }
+    // SAFETY: as in providers::table_of: the word DAT_HANDLE_TO_PROVIDER reads.
+    let first = unsafe { std::ptr::read_volatile(h as *const *const DAT_PROVIDER) };
+    // SAFETY: a known table is static data of a loaded provider.
+    providers::is_known_at_home(first).then(|| unsafe { &*first })
+}
+
+/// `ia_or_object`'s common case, or None (then `ia_or_object` decides).
+#[inline(always)]
+pub fn fast_ia_or_object(h: DAT_HANDLE) -> Option<Target> {
+    let h = if ia_table::is_consumer_handle(h) { ia_table::resolve(h)? } else { h };
+    fast_object(h).map(|t| (t, h))
 }
 
 pub use dat_abi::status::guard;

@@ -14,21 +14,41 @@ macro_rules! forward {
         /// # Safety
         /// The DAT 2.0 contract for this call: pointers valid as documented.
         pub unsafe extern "C" fn $name($h: $hty $(, $a: $t)*) -> DAT_RETURN {
-            guard(stringify!($name), || {
-                let (table, $h) = match dispatch::$resolve($h, $minor) {
-                    Ok(target) => target,
-                    Err(e) => return e,
-                };
-                match table.$member {
+            // The common case: loads and compares that cannot panic, then a
+            // tail call into the provider (dispatch.rs says why no guard).
+            if let Some((table, h)) = fast!($resolve, $h) {
+                if let Some(f) = table.$member {
                     // SAFETY: the table is a registered provider's, and the
                     // arguments are the consumer's, passed on unchanged.
-                    Some(f) => unsafe { f($h $(, $a)*) },
-                    None => NOT_IMPLEMENTED,
+                    return unsafe { f(h $(, $a)*) };
                 }
-            })
+            }
+            #[cold]
+            #[inline(never)]
+            unsafe fn checked($h: $hty $(, $a: $t)*) -> DAT_RETURN {
+                guard(stringify!($name), || {
+                    let (table, $h) = match dispatch::$resolve($h, $minor) {
+                        Ok(target) => target,
+                        Err(e) => return e,
+                    };
+                    match table.$member {
+                        // SAFETY: as above.
+                        Some(f) => unsafe { f($h $(, $a)*) },
+                        None => NOT_IMPLEMENTED,
+                    }
+                })
+            }
+            // SAFETY: the consumer's arguments, passed on.
+            unsafe { checked($h $(, $a)*) }
         }
         const _: $fty = Some($name);
     )* };
+}
+
+/// The fast resolution that matches each full one.
+macro_rules! fast {
+    (object, $h:ident) => { dispatch::fast_object($h).map(|t| (t, $h)) };
+    (ia_or_object, $h:ident) => { dispatch::fast_ia_or_object($h) };
 }
 
 forward! {
