@@ -99,7 +99,7 @@ impl<T: Provider> Evd<T> {
 
     /// Takes the next event without blocking: queued software events and
     /// already-drained completions first, then the CQ itself.
-    #[inline]
+    #[inline(always)]
     fn take(&self, me: DAT_EVD_HANDLE, out: &mut DAT_EVENT) -> bool {
         if self.queued.load(Ordering::Acquire) != 0 && self.take_queued(me, out) {
             return true;
@@ -270,13 +270,13 @@ pub fn create_evd<T: Provider>(
         c.attach(h);
         handle::get::<Evd<T>>(h).expect("just created").attach_cno(cno_h as usize);
     }
-    ia.adopt(h, RANK, destroy::<T>);
+    ia.adopt::<Evd<T>>(h, RANK, destroy::<T>);
     Ok(h)
 }
 
 pub fn destroy<T: Provider>(h: DAT_HANDLE) {
     if let Ok(evd) = handle::get::<Evd<T>>(h) {
-        evd.ia.disown(h);
+        evd.ia.disown::<Evd<T>>(h);
         cno::detach_from::<T>(evd.cno.swap(0, Ordering::AcqRel), h);
         handle::remove::<Evd<T>>(h);
     }

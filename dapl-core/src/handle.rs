@@ -20,7 +20,7 @@ use dat_abi::*;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Tags are this magic in the high half and the DAT_HANDLE_TYPE in the low.
 const MAGIC: u32 = 0xDA70_0000;
@@ -31,11 +31,24 @@ pub struct Header {
     /// Must stay the first word: consumers' macros and the registry read it.
     provider: AtomicPtr<DAT_PROVIDER>,
     tag: AtomicU32,
-    /// Where the parent IA keeps this object in its list of children
-    /// (`ia.rs`), so that it leaves the list without a search.
-    child: AtomicU32,
+    /// The order in which an abrupt close of the parent frees this object
+    /// (higher first), set with `parent`.
+    rank: AtomicU32,
+    /// The IA that owns the object (its address), 0 when none does: an
+    /// IA's children are the live slots that name it (`children`), so
+    /// adopting and dropping a child is a store, with no list to keep.
+    parent: AtomicUsize,
+    /// How the parent's abrupt close frees the object: a `fn(DAT_HANDLE)`.
+    destroy: AtomicUsize,
     /// The consumer's DAT_CONTEXT, an 8-byte union kept as its bits.
     context: AtomicU64,
+}
+
+/// A live object that names a parent, as `children` reports it.
+pub struct Child {
+    pub handle: DAT_HANDLE,
+    pub rank: u8,
+    pub destroy: fn(DAT_HANDLE),
 }
 
 #[repr(C)]
@@ -81,20 +94,30 @@ pub fn insert<O: Object>(value: O, provider: *mut DAT_PROVIDER) -> DAT_HANDLE {
         // SAFETY: the list for O's kind holds only addresses of leaked
         // Slot<O>s (see remove; the kind is one type).
         Some(a) => unsafe { &*(a as *const Slot<O>) },
-        None => Box::leak(Box::new(Slot {
-            header: Header {
-                provider: AtomicPtr::new(provider),
-                tag: AtomicU32::new(DEAD),
-                child: AtomicU32::new(0),
-                context: AtomicU64::new(0),
-            },
-            body: UnsafeCell::new(MaybeUninit::uninit()),
-        })),
+        None => {
+            let slot: &'static Slot<O> = Box::leak(Box::new(Slot {
+                header: Header {
+                    provider: AtomicPtr::new(provider),
+                    tag: AtomicU32::new(DEAD),
+                    rank: AtomicU32::new(0),
+                    parent: AtomicUsize::new(0),
+                    destroy: AtomicUsize::new(0),
+                    context: AtomicU64::new(0),
+                },
+                body: UnsafeCell::new(MaybeUninit::uninit()),
+            }));
+            O::P::state().all_slots[O::TYPE as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(slot as *const Slot<O> as usize);
+            slot
+        }
     };
     // SAFETY: the slot is dead (fresh, or taken off the free list), so no
     // one else reads or writes its body.
     unsafe { (*slot.body.get()).write(value) };
     slot.header.provider.store(provider, Ordering::Relaxed);
+    slot.header.parent.store(0, Ordering::Relaxed);
     slot.header.context.store(0, Ordering::Relaxed);
     slot.header.tag.store(tag_of::<O>(), Ordering::Release);
     slot as *const Slot<O> as DAT_HANDLE
@@ -167,15 +190,55 @@ pub fn kind_of<T: Provider>(h: DAT_HANDLE) -> Option<DAT_HANDLE_TYPE> {
     header::<T>(h).map(|hdr| hdr.tag.load(Ordering::Acquire) & 0xFFFF)
 }
 
-/// The parent's note in a live handle of ours (see `Header::child`).
-pub fn child_index<T: Provider>(h: DAT_HANDLE) -> Option<u32> {
-    header::<T>(h).map(|hdr| hdr.child.load(Ordering::Relaxed))
+/// The header of a slot of `O` the caller got from `insert` or `get::<O>`:
+/// the slot exists for good, whatever has become of the object since.
+#[inline(always)]
+fn slot_header<O: Object>(h: DAT_HANDLE) -> &'static Header {
+    // SAFETY: the caller's word: h is the address of a Slot<O> we made.
+    unsafe { &(*(h as *const Slot<O>)).header }
 }
 
-pub fn set_child_index<T: Provider>(h: DAT_HANDLE, i: u32) {
-    if let Some(hdr) = header::<T>(h) {
-        hdr.child.store(i, Ordering::Relaxed);
+/// Makes `parent` (an IA's address) the owner of `h`, which `insert` just made.
+#[inline]
+pub fn adopt<O: Object>(h: DAT_HANDLE, parent: usize, rank: u8, destroy: fn(DAT_HANDLE)) {
+    let hdr = slot_header::<O>(h);
+    hdr.rank.store(rank as u32, Ordering::Relaxed);
+    hdr.destroy.store(destroy as usize, Ordering::Relaxed);
+    hdr.parent.store(parent, Ordering::Release);
+}
+
+/// Ends `parent`'s ownership of `h` (which passed `get::<O>`); true for
+/// the one call that did.
+#[inline]
+pub fn disown<O: Object>(h: DAT_HANDLE, parent: usize) -> bool {
+    slot_header::<O>(h).parent.compare_exchange(parent, 0, Ordering::AcqRel, Ordering::Acquire).is_ok()
+}
+
+/// The live objects `parent` owns, of one kind or of all.
+pub fn children<T: Provider>(parent: usize, kind: Option<DAT_HANDLE_TYPE>) -> Vec<Child> {
+    let mut found = Vec::new();
+    for (k, list) in T::state().all_slots.iter().enumerate() {
+        if kind.is_some_and(|want| want as usize != k) {
+            continue;
+        }
+        let slots: Vec<usize> = list.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for a in slots {
+            // SAFETY: the list holds addresses of slots we made; slots are
+            // never freed, and every slot starts with a Header.
+            let hdr = unsafe { &*(a as *const Header) };
+            if hdr.tag.load(Ordering::Acquire) != MAGIC | k as u32 || hdr.parent.load(Ordering::Acquire) != parent {
+                continue;
+            }
+            let destroy = hdr.destroy.load(Ordering::Relaxed);
+            if destroy == 0 {
+                continue;
+            }
+            // SAFETY: a non-zero `destroy` was stored from a fn(DAT_HANDLE) by `adopt`.
+            let destroy: fn(DAT_HANDLE) = unsafe { std::mem::transmute::<usize, fn(DAT_HANDLE)>(destroy) };
+            found.push(Child { handle: a as DAT_HANDLE, rank: hdr.rank.load(Ordering::Relaxed) as u8, destroy });
+        }
     }
+    found
 }
 
 pub fn set_context<T: Provider>(h: DAT_HANDLE, context: DAT_CONTEXT) -> bool {

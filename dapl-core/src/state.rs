@@ -55,6 +55,8 @@ pub struct State<T: Transport> {
     /// `handle`: freed slots waiting for reuse, one list per object kind
     /// (DAT_HANDLE_TYPE), oldest first.
     pub(crate) free_slots: [Mutex<VecDeque<usize>>; KINDS],
+    /// `handle`: every slot ever made, by kind (slots are never freed).
+    pub(crate) all_slots: [Mutex<Vec<usize>>; KINDS],
     /// `quiesce`: held while a connection event is handled.
     pub(crate) cm: Mutex<()>,
     /// `srq`: the EP behind each QP number that takes receives from an SRQ.
@@ -69,6 +71,7 @@ impl<T: Transport> State<T> {
             tables: Tables::new(),
             instances: Mutex::new(None),
             free_slots: [const { Mutex::new(VecDeque::new()) }; KINDS],
+            all_slots: [const { Mutex::new(Vec::new()) }; KINDS],
             cm: Mutex::new(()),
             srq_qps: Mutex::new(None),
             ahs: Mutex::new(Vec::new()),

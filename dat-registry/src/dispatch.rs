@@ -10,7 +10,8 @@
 
 use crate::ia_table;
 use crate::providers;
-use crate::status::invalid_handle;
+use crate::status::{NOT_IMPLEMENTED, invalid_handle};
+use dat_abi::status::{INTERNAL, guard_or};
 use dat_abi::*;
 
 pub type Target = (&'static DAT_PROVIDER, DAT_HANDLE);
@@ -55,6 +56,30 @@ pub fn fast_object(h: DAT_HANDLE) -> Option<&'static DAT_PROVIDER> {
 pub fn fast_ia_or_object(h: DAT_HANDLE) -> Option<Target> {
     let h = if ia_table::is_consumer_handle(h) { ia_table::resolve(h)? } else { h };
     fast_object(h).map(|t| (t, h))
+}
+
+/// The provider's function for `h` when the fast way did not find it:
+/// the full check, under the panic guard. Returns the function and the
+/// handle to call it with, or None and the error the call returns (two
+/// words, so they come back in registers and the caller's own call into
+/// the provider stays a jump).
+#[cold]
+#[inline(never)]
+pub fn checked<F>(
+    name: &str,
+    h: DAT_HANDLE,
+    minor: u32,
+    resolve: fn(DAT_HANDLE, u32) -> Result<Target, DAT_RETURN>,
+    member: impl FnOnce(&'static DAT_PROVIDER) -> Option<F>,
+) -> (Option<F>, usize) {
+    let found = guard_or(name, Err(INTERNAL), || {
+        let (table, h) = resolve(h, minor)?;
+        member(table).map(|f| (f, h)).ok_or(NOT_IMPLEMENTED)
+    });
+    match found {
+        Ok((f, h)) => (Some(f), h as usize),
+        Err(e) => (None, e as usize),
+    }
 }
 
 pub use dat_abi::status::guard;

@@ -3,8 +3,7 @@
 //! Each is checked at compile time against the provider table's function
 //! type from the headers, so a signature cannot drift from the C view.
 
-use crate::dispatch::{self, guard};
-use crate::status::NOT_IMPLEMENTED;
+use crate::dispatch;
 use dat_abi::*;
 
 macro_rules! forward {
@@ -14,8 +13,9 @@ macro_rules! forward {
         /// # Safety
         /// The DAT 2.0 contract for this call: pointers valid as documented.
         pub unsafe extern "C" fn $name($h: $hty $(, $a: $t)*) -> DAT_RETURN {
-            // The common case: loads and compares that cannot panic, then a
-            // tail call into the provider (dispatch.rs says why no guard).
+            // The common case: loads and compares that cannot panic (see
+            // dispatch.rs), then a jump into the provider with the
+            // arguments where they came.
             if let Some((table, h)) = fast!($resolve, $h) {
                 if let Some(f) = table.$member {
                     // SAFETY: the table is a registered provider's, and the
@@ -23,23 +23,18 @@ macro_rules! forward {
                     return unsafe { f(h $(, $a)*) };
                 }
             }
+            // Anything else: decided in full, under the guard.
             #[cold]
             #[inline(never)]
-            unsafe fn checked($h: $hty $(, $a: $t)*) -> DAT_RETURN {
-                guard(stringify!($name), || {
-                    let (table, $h) = match dispatch::$resolve($h, $minor) {
-                        Ok(target) => target,
-                        Err(e) => return e,
-                    };
-                    match table.$member {
-                        // SAFETY: as above.
-                        Some(f) => unsafe { f($h $(, $a)*) },
-                        None => NOT_IMPLEMENTED,
-                    }
-                })
+            unsafe fn full($h: $hty $(, $a: $t)*) -> DAT_RETURN {
+                match dispatch::checked(stringify!($name), $h, $minor, dispatch::$resolve, |t| t.$member) {
+                    // SAFETY: as above.
+                    (Some(f), h) => unsafe { f(h as DAT_HANDLE $(, $a)*) },
+                    (None, e) => e as DAT_RETURN,
+                }
             }
             // SAFETY: the consumer's arguments, passed on.
-            unsafe { checked($h $(, $a)*) }
+            unsafe { full($h $(, $a)*) }
         }
         const _: $fty = Some($name);
     )* };
