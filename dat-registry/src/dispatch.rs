@@ -39,21 +39,22 @@ pub fn ia_or_object(h: DAT_HANDLE, minor: u32) -> Result<Target, DAT_RETURN> {
     }
 }
 
-/// `object`'s common case, or None (then `object` decides).
+/// `object`'s common case, or None (then `object` decides). A raw pointer,
+/// to a registered table.
 #[inline(always)]
-pub fn fast_object(h: DAT_HANDLE) -> Option<&'static DAT_PROVIDER> {
+pub fn fast_object(h: DAT_HANDLE) -> Option<*const DAT_PROVIDER> {
     if (h as usize) <= ia_table::MAX_HANDLE || (h as usize) % std::mem::align_of::<usize>() != 0 {
         return None;
     }
     // SAFETY: as in providers::table_of: the word DAT_HANDLE_TO_PROVIDER reads.
     let first = unsafe { std::ptr::read_volatile(h as *const *const DAT_PROVIDER) };
-    // SAFETY: a known table is static data of a loaded provider.
-    providers::is_known_at_home(first).then(|| unsafe { &*first })
+    // A match at home is a registered table (providers.rs: NULL never matches).
+    providers::is_known_at_home(first).then_some(first)
 }
 
 /// `ia_or_object`'s common case, or None (then `ia_or_object` decides).
 #[inline(always)]
-pub fn fast_ia_or_object(h: DAT_HANDLE) -> Option<Target> {
+pub fn fast_ia_or_object(h: DAT_HANDLE) -> Option<(*const DAT_PROVIDER, DAT_HANDLE)> {
     let h = if ia_table::is_consumer_handle(h) { ia_table::resolve(h)? } else { h };
     fast_object(h).map(|t| (t, h))
 }

@@ -13,28 +13,31 @@ macro_rules! forward {
         /// # Safety
         /// The DAT 2.0 contract for this call: pointers valid as documented.
         pub unsafe extern "C" fn $name($h: $hty $(, $a: $t)*) -> DAT_RETURN {
-            // The common case: loads and compares that cannot panic (see
-            // dispatch.rs), then a jump into the provider with the
-            // arguments where they came.
-            if let Some((table, h)) = fast!($resolve, $h) {
-                if let Some(f) = table.$member {
-                    // SAFETY: the table is a registered provider's, and the
-                    // arguments are the consumer's, passed on unchanged.
-                    return unsafe { f(h $(, $a)*) };
-                }
-            }
-            // Anything else: decided in full, under the guard.
+            // Anything the fast way does not find is decided in full, under
+            // the guard, by `full`, which has this call's own signature.
             #[cold]
             #[inline(never)]
-            unsafe fn full($h: $hty $(, $a: $t)*) -> DAT_RETURN {
+            unsafe extern "C" fn full($h: $hty $(, $a: $t)*) -> DAT_RETURN {
                 match dispatch::checked(stringify!($name), $h, $minor, dispatch::$resolve, |t| t.$member) {
-                    // SAFETY: as above.
+                    // SAFETY: the table is a registered provider's, and the
+                    // arguments are the consumer's, passed on unchanged.
                     (Some(f), h) => unsafe { f(h as DAT_HANDLE $(, $a)*) },
                     (None, e) => e as DAT_RETURN,
                 }
             }
-            // SAFETY: the consumer's arguments, passed on.
-            unsafe { full($h $(, $a)*) }
+            // The common case: loads and compares that cannot panic (see
+            // dispatch.rs) pick the provider's function. Either way one call
+            // ends this function: a jump, with the arguments where they came.
+            let (f, h): (unsafe extern "C" fn($hty $(, $t)*) -> DAT_RETURN, $hty) = match fast!($resolve, $h) {
+                // SAFETY: a registered provider's table, static data of its library.
+                Some((table, h)) => match unsafe { (*table).$member } {
+                    Some(f) => (f, h),
+                    None => (full, $h),
+                },
+                None => (full, $h),
+            };
+            // SAFETY: as above.
+            unsafe { f(h $(, $a)*) }
         }
         const _: $fty = Some($name);
     )* };

@@ -37,7 +37,8 @@ pub unsafe extern "C-unwind" fn dat_evd_wait(
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
     // As in forward.rs: found without a guard, nothing to defer cancellation for.
-    let found = match dispatch::fast_object(evd).and_then(|t| t.evd_wait_func) {
+    // SAFETY: fast_object gives registered tables only.
+    let found = match dispatch::fast_object(evd).and_then(|t| unsafe { (*t).evd_wait_func }) {
         Some(f) => Ok((f, evd)),
         None => resolve("dat_evd_wait", evd, DAT_INVALID_HANDLE_EVD_REQUEST, |t| t.evd_wait_func),
     };
@@ -57,7 +58,8 @@ pub unsafe extern "C-unwind" fn dat_evd_wait(
 /// The DAT 2.0 contract for this call: pointers valid as documented.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn dat_cno_wait(cno: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd: *mut DAT_EVD_HANDLE) -> DAT_RETURN {
-    let found = match dispatch::fast_object(cno).and_then(|t| t.cno_wait_func) {
+    // SAFETY: as above.
+    let found = match dispatch::fast_object(cno).and_then(|t| unsafe { (*t).cno_wait_func }) {
         Some(f) => Ok((f, cno)),
         None => resolve("dat_cno_wait", cno, DAT_INVALID_HANDLE_CNO, |t| t.cno_wait_func),
     };
