@@ -191,7 +191,9 @@ pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, 
         && wc.imm.is_none()
         && wc.kind != CompletionKind::RecvRdmaWithImm;
     if !plain {
-        other_event::<T>(wc, &Posted { owner, cookie, len, op, rmr_context }, ev);
+        // By value: the copy is made here, on the rare path, so the usual
+        // one keeps the completion in registers.
+        other_event::<T>(*wc, &Posted { owner, cookie, len, op, rmr_context }, ev);
         return true;
     }
     let len = if op == DAT_DTO_RECEIVE {
@@ -226,7 +228,8 @@ struct Posted {
 /// data and the IB extension's operations.
 #[cold]
 #[inline(never)]
-fn other_event<T: Provider>(wc: &Completion, slot: &Posted, ev: &mut DAT_EVENT) {
+fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) {
+    let wc = &wc;
     let status = wc.status;
     if slot.op == OP_RMR_BIND {
         ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
