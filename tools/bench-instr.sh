@@ -26,6 +26,8 @@
 #   INSTR_LMR_N   create+free per size in the short run [10]
 #   INSTR_CM_N    connect cycles in the short run [3]
 #   INSTR_RUNS    repetitions of the whole set, compared line by line [2]
+#   INSTR_STACKS  which stacks to count [native ours ref]; e.g. "ours" alone
+#                 while working on our stack (the table leaves the others "-")
 #   INSTR_DIR     where dumps and the table are kept [/tmp/bench-instr.PID]
 #   INSTR_OUT     also copy the table to this file
 set -u
@@ -34,6 +36,7 @@ N=${INSTR_N:-200}
 LMR_N=${INSTR_LMR_N:-10}
 CM_N=${INSTR_CM_N:-3}
 RUNS=${INSTR_RUNS:-2}
+STACKS=${INSTR_STACKS:-native ours ref}
 
 if [ "${1:-}" != --in-guest ]; then
 	# ---- on the host: build the drivers, run the guest, then analyse ----
@@ -45,7 +48,7 @@ if [ "${1:-}" != --in-guest ]; then
 		-L"$root/target/release" -ldat2 || exit 2
 	INSTR_DIR=${INSTR_DIR:-/tmp/bench-instr.$$}
 	mkdir -p "$INSTR_DIR"
-	export INSTR_N=$N INSTR_LMR_N=$LMR_N INSTR_CM_N=$CM_N INSTR_RUNS=$RUNS INSTR_DIR
+	export INSTR_N=$N INSTR_LMR_N=$LMR_N INSTR_CM_N=$CM_N INSTR_RUNS=$RUNS INSTR_STACKS=$STACKS INSTR_DIR
 	started=$(date +%s)
 	if [ -e /sys/class/infiniband/rxe0 ]; then
 		"$0" --in-guest || exit $?
@@ -102,7 +105,7 @@ cg() {
 }
 
 for run in $(seq "$RUNS"); do
-	for stack in native ours ref; do
+	for stack in $STACKS; do
 		for k in 1 3; do
 			log "run $run: $stack x$k"
 			cg "$run" "$stack" $k

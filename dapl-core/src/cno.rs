@@ -81,7 +81,7 @@ pub unsafe extern "C" fn create<T: Provider>(ia_h: DAT_IA_HANDLE, agent: DAT_OS_
             agent: Mutex::new((agent.instance_data as usize, agent.proxy_agent_func)),
             waiting: AtomicBool::new(false),
         }, ia.table());
-        ia.adopt(h, RANK, destroy::<T>);
+        ia.adopt::<Cno<T>>(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn create<T: Provider>(ia_h: DAT_IA_HANDLE, agent: DAT_OS_
 
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     if let Ok(c) = handle::get::<Cno<T>>(h) {
-        c.ia.disown(h);
+        c.ia.disown::<Cno<T>>(h);
         handle::remove::<Cno<T>>(h);
     }
 }

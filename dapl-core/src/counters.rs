@@ -138,7 +138,8 @@ const _: () = assert!(
 
 /// The IA counters an object of `kind` moves when it is created (the
 /// first) and freed (the second); connection requests count as CRs arriving.
-pub fn lifetime_counters(kind: DAT_HANDLE_TYPE) -> Option<(u32, Option<u32>)> {
+#[inline]
+pub const fn lifetime_counters(kind: DAT_HANDLE_TYPE) -> Option<(u32, Option<u32>)> {
     Some(match kind {
         DAT_HANDLE_TYPE_PZ => (DCNT_IA_PZ_CREATE, Some(DCNT_IA_PZ_FREE)),
         DAT_HANDLE_TYPE_LMR => (DCNT_IA_LMR_CREATE, Some(DCNT_IA_LMR_FREE)),

@@ -31,14 +31,14 @@ impl<T: Provider> Object for Cr<T> {
 pub fn insert<T: Provider>(cr: Cr<T>) -> DAT_CR_HANDLE {
     let ia = cr.ia;
     let h = handle::insert(cr, ia.table());
-    ia.adopt(h, RANK, destroy::<T>);
+    ia.adopt::<Cr<T>>(h, RANK, destroy::<T>);
     h
 }
 
 /// Frees a CR; its cm id is rejected and destroyed unless an accept took it.
 pub fn destroy<T: Provider>(h: DAT_HANDLE) {
     let Ok(cr) = handle::get::<Cr<T>>(h) else { return };
-    cr.ia.disown(h);
+    cr.ia.disown::<Cr<T>>(h);
     let id = cr.id.take();
     if crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h)) && let Some(id) = id {
         // A pending request nobody accepted.
@@ -50,7 +50,7 @@ pub fn destroy<T: Provider>(h: DAT_HANDLE) {
 /// Removes a CR and hands back its id, neither rejected nor destroyed.
 pub fn discard<T: Provider>(h: DAT_HANDLE) -> Option<T::ConnId> {
     let cr = handle::get::<Cr<T>>(h).ok()?;
-    cr.ia.disown(h);
+    cr.ia.disown::<Cr<T>>(h);
     let id = cr.id.take();
     handle::remove::<Cr<T>>(h);
     id
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
             let r = crate::ud::accept::<T>(crate::ud::Request { id: &cr.id, pdata: &cr.pdata, remote: &cr.remote }, ep_h, ep, psize, pdata);
             if r == DAT_SUCCESS {
                 cr.ia.counters.add(DCNT_IA_SP_CR_ACCEPTED, 1);
-                cr.ia.disown(h);
+                cr.ia.disown::<Cr<T>>(h);
                 crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
             }
             return r;
@@ -143,7 +143,7 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
             return error(DAT_INTERNAL_ERROR, 0);
         }
         cr.ia.counters.add(DCNT_IA_SP_CR_ACCEPTED, 1);
-        cr.ia.disown(h);
+        cr.ia.disown::<Cr<T>>(h);
         crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
         DAT_SUCCESS
     })
@@ -172,7 +172,7 @@ pub unsafe extern "C" fn reject<T: Provider>(h: DAT_CR_HANDLE, psize: DAT_COUNT,
             id.destroy();
         }
         cr.ia.counters.add(DCNT_IA_SP_CR_REJECTED, 1);
-        cr.ia.disown(h);
+        cr.ia.disown::<Cr<T>>(h);
         crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
         DAT_SUCCESS
     })

@@ -48,6 +48,8 @@ unsafe impl Sync for SlotCell {}
 /// it) rather than overwrite a cookie not yet reported.
 pub struct Ring {
     slots: &'static [SlotCell],
+    /// `slots.len() - 1`; the length is a power of two.
+    mask: usize,
     next: AtomicUsize,
     pub done: &'static AtomicUsize,
 }
@@ -69,10 +71,15 @@ impl Ring {
         });
         done.store(0, Ordering::Release);
         for cell in slots {
-            // SAFETY: a shared view of the flag; a reused ring's unread completions are its old EP's.
-            unsafe { (*cell.0.get()).busy.store(false, Ordering::Release) };
+            // SAFETY: a reused ring's unread completions are its old EP's,
+            // which no longer reads the slots; a new ring's are unshared.
+            unsafe {
+                (*cell.0.get()).busy.store(false, Ordering::Release);
+                // Set once: a slot reports to its own ring's counter.
+                (*cell.0.get()).done = done as *const AtomicUsize as usize;
+            }
         }
-        Ring { slots, next: AtomicUsize::new(0), done }
+        Ring { slots, mask: size - 1, next: AtomicUsize::new(0), done }
     }
 
     /// Claims the next slot, fills it and returns the wr_id for it; None if
@@ -82,17 +89,24 @@ impl Ring {
     #[inline]
     pub fn claim(&self, owner: usize, cookie: u64, len: u64, op: u32, rmr_context: u32, completes: bool) -> Option<u64> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let cell = &self.slots[n & (self.slots.len() - 1)];
+        // SAFETY: the mask keeps the index below the (power of two) length.
+        let slot = unsafe { self.slots.get_unchecked(n & self.mask) }.0.get();
         // SAFETY: a shared view of the flag only; the reaper clears it through the same kind of view.
-        if unsafe { (*cell.0.get()).busy.load(Ordering::Acquire) } {
+        if unsafe { (*slot).busy.load(Ordering::Acquire) } {
             self.give_back(n);
             return None;
         }
-        // SAFETY: index i is ours until its completion (see SlotCell), and its last completion was read.
+        // SAFETY: index n is ours until its completion (see SlotCell), and
+        // its last completion was read. `done` was set with the ring.
         unsafe {
-            *cell.0.get() = DtoSlot { owner, cookie, len, op, rmr_context, done: self.done as *const _ as usize, busy: AtomicBool::new(completes) };
+            (*slot).owner = owner;
+            (*slot).cookie = cookie;
+            (*slot).len = len;
+            (*slot).op = op;
+            (*slot).rmr_context = rmr_context;
+            (*slot).busy.store(completes, Ordering::Relaxed);
         }
-        Some(cell.0.get() as u64)
+        Some(slot as u64)
     }
 
     /// Takes back a claim (`wr_id`) whose post the queue refused.
@@ -102,7 +116,7 @@ impl Ring {
         unsafe { (*(wr_id as *const DtoSlot)).busy.store(false, Ordering::Release) };
         let n = self.next.load(Ordering::Relaxed).wrapping_sub(1);
         // Only the last claim can be handed back; an earlier one is skipped.
-        if self.slots[n & (self.slots.len() - 1)].0.get() as u64 == wr_id {
+        if self.slots[n & self.mask].0.get() as u64 == wr_id {
             self.give_back(n);
         } else {
             self.done.fetch_add(1, Ordering::AcqRel);
@@ -156,20 +170,66 @@ pub fn ep_of_qp<T: Provider>(qp_num: u32) -> usize {
 
 /// Fills `ev` from a work completion on the EVD `evd`; false if the
 /// completion belongs to an EP that has since been freed.
-#[inline]
+#[inline(always)]
 pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, ev: &mut DAT_EVENT) -> bool {
     // SAFETY: every wr_id we post is the address of a slot in a ring whose
     // memory is never freed (see Ring::new).
     let cell = unsafe { &*(wc.wr_id as *const DtoSlot) };
     // Read out before the slot is handed back for the next claim.
-    let slot = DtoSlot { owner: cell.owner, cookie: cell.cookie, len: cell.len, op: cell.op, rmr_context: cell.rmr_context, done: cell.done, busy: AtomicBool::new(false) };
+    let (owner, cookie, len, op, rmr_context) = (cell.owner, cell.cookie, cell.len, cell.op, cell.rmr_context);
+    let done = cell.done;
     cell.busy.store(false, Ordering::Release);
-    if slot.owner == 0 {
+    if owner == 0 {
         return false;
     }
     // SAFETY: `done` is the address of the ring's static counter.
-    unsafe { &*(slot.done as *const AtomicUsize) }.fetch_add(1, Ordering::AcqRel);
+    unsafe { &*(done as *const AtomicUsize) }.fetch_add(1, Ordering::AcqRel);
     ev.evd_handle = evd;
+    // The usual case, a plain DTO that succeeded, here; the rest out of line.
+    let plain = wc.status == DAT_DTO_SUCCESS
+        && op < DAT_DTO_EXTENSION_BASE
+        && wc.imm.is_none()
+        && wc.kind != CompletionKind::RecvRdmaWithImm;
+    if !plain {
+        // By value: the copy is made here, on the rare path, so the usual
+        // one keeps the completion in registers.
+        other_event::<T>(*wc, &Posted { owner, cookie, len, op, rmr_context }, ev);
+        return true;
+    }
+    let len = if op == DAT_DTO_RECEIVE {
+        <T::Up as Upcalls<T>>::ep_received(owner, wc, false);
+        wc.byte_len as u64
+    } else {
+        len
+    };
+    ev.event_number = DAT_DTO_COMPLETION_EVENT;
+    ev.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
+        ep_handle: owner as DAT_EP_HANDLE,
+        user_cookie: DAT_DTO_COOKIE { as_64: cookie },
+        status: DAT_DTO_SUCCESS,
+        transfered_length: len as DAT_SEG_LENGTH,
+        operation: op,
+        rmr_context,
+    };
+    true
+}
+
+/// What a completion's slot held.
+struct Posted {
+    owner: usize,
+    cookie: u64,
+    len: u64,
+    op: u32,
+    rmr_context: u32,
+}
+
+/// `event_from_completion` for all but a plain successful DTO: errors
+/// (which break the connection), window binds, SRQ receives, immediate
+/// data and the IB extension's operations.
+#[cold]
+#[inline(never)]
+fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) {
+    let wc = &wc;
     let status = wc.status;
     if slot.op == OP_RMR_BIND {
         ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
@@ -178,7 +238,7 @@ pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, 
             user_cookie: DAT_RMR_COOKIE { as_64: slot.cookie },
             status,
         };
-        return true;
+        return;
     }
     let (owner, op) = if slot.op == OP_SRQ_RECV {
         (ep_of_qp::<T>(wc.qp_num), DAT_DTO_RECEIVE)
@@ -217,7 +277,6 @@ pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, 
         x.val.immed.data = wc.imm.unwrap_or(0);
         x.__bindgen_anon_1.remote_ah = DAT_IB_ADDR_HANDLE { ah: std::ptr::null_mut(), qpn, ..Default::default() };
     }
-    true
 }
 
 /// The IB-extension view of a DTO completion: (the DTO type to report, the

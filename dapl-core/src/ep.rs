@@ -345,7 +345,7 @@ pub fn create_ep<T: Provider>(
     if let Some(s) = srq {
         s.users.fetch_add(1, Ordering::AcqRel);
     }
-    ia.adopt(h, RANK, destroy::<T>);
+    ia.adopt::<Ep<T>>(h, RANK, destroy::<T>);
     Ok(h)
 }
 
@@ -375,7 +375,7 @@ pub unsafe extern "C" fn create<T: Provider>(
 
 pub fn destroy<T: Provider>(h: DAT_HANDLE) {
     let Ok(ep) = get::<T>(h) else { return };
-    ep.ia.disown(h);
+    ep.ia.disown::<Ep<T>>(h);
     let users: Vec<usize> = [&ep.recv_evd, &ep.req_evd, &ep.conn_evd].iter().map(|a| a.load(Ordering::Acquire)).collect();
     let pz = ep.pz.load(Ordering::Acquire);
     let srq = ep.srq;
@@ -527,6 +527,7 @@ pub fn may_post(s: DAT_EP_STATE) -> bool {
     s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_COMPLETION_PENDING
 }
 
+#[cold]
 fn not_connected_minor(s: DAT_EP_STATE) -> u32 {
     match s {
         DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_DISCONNECT_PENDING => DAT_INVALID_STATE_EP_DISCONNECTED,
@@ -538,6 +539,7 @@ fn not_connected_minor(s: DAT_EP_STATE) -> u32 {
     }
 }
 
+#[cold]
 fn post_error(rc: i32) -> DAT_RETURN {
     match rc {
         libc::ENOMEM => no_resources(DAT_RESOURCE_TEP),
@@ -562,7 +564,9 @@ impl<'a> Request<'a> {
     }
 }
 
-#[inline]
+/// Inlined into each entry point, so that the request's constant parts
+/// (operation, DTO type, counter) fold away.
+#[inline(always)]
 pub fn post_request<T: Provider>(
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
@@ -685,10 +689,11 @@ pub unsafe extern "C" fn post_send<T: Provider>(
     guard("dat_ep_post_send", || post_request::<T>(h, n, iov, cookie, &Request::plain(SendOp::Send, DAT_DTO_SEND), flags))
 }
 
-/// RDMA read and write differ only in opcode and DTO type.
+/// RDMA read and write differ only in opcode and DTO type (inlined into
+/// each, under its own guard, so both are constants there).
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn post_rdma<T: Provider>(
-    name: &str,
     h: DAT_EP_HANDLE,
     n: DAT_COUNT,
     iov: *mut DAT_LMR_TRIPLET,
@@ -698,11 +703,9 @@ fn post_rdma<T: Provider>(
     op: DAT_DTOS,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    guard(name, || {
-        // SAFETY: null-checked consumer triplet.
-        let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
-        post_request::<T>(h, n, iov, cookie, &Request::new(SendRequest { remote: Some(r), ..SendRequest::plain(kind) }, op), flags)
-    })
+    // SAFETY: null-checked consumer triplet.
+    let Some(r) = (unsafe { remote.as_ref() }) else { return invalid_arg(DAT_INVALID_ARG5) };
+    post_request::<T>(h, n, iov, cookie, &Request::new(SendRequest { remote: Some(r), ..SendRequest::plain(kind) }, op), flags)
 }
 
 pub unsafe extern "C" fn post_rdma_write<T: Provider>(
@@ -713,7 +716,9 @@ pub unsafe extern "C" fn post_rdma_write<T: Provider>(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    post_rdma::<T>("dat_ep_post_rdma_write", h, n, iov, cookie, remote, SendOp::RdmaWrite, DAT_DTO_RDMA_WRITE, flags)
+    guard("dat_ep_post_rdma_write", || {
+        post_rdma::<T>(h, n, iov, cookie, remote, SendOp::RdmaWrite, DAT_DTO_RDMA_WRITE, flags)
+    })
 }
 
 pub unsafe extern "C" fn post_rdma_read<T: Provider>(
@@ -724,7 +729,9 @@ pub unsafe extern "C" fn post_rdma_read<T: Provider>(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    post_rdma::<T>("dat_ep_post_rdma_read", h, n, iov, cookie, remote, SendOp::RdmaRead, DAT_DTO_RDMA_READ, flags)
+    guard("dat_ep_post_rdma_read", || {
+        post_rdma::<T>(h, n, iov, cookie, remote, SendOp::RdmaRead, DAT_DTO_RDMA_READ, flags)
+    })
 }
 
 pub unsafe extern "C" fn post_recv<T: Provider>(
@@ -922,7 +929,13 @@ impl<T: Provider> Ep<T> {
 /// Runs on the thread reaping the EVD, the one writer of these counters.
 #[inline]
 pub fn received<T: Provider>(owner: usize, wc: &Completion, ud: bool) {
-    let Ok(ep) = get::<T>(owner as DAT_HANDLE) else { return };
+    // The owner is the EP handle the post recorded (or the SRQ's map: also
+    // a handle the core recorded; 0 when its QP is no longer mapped), maybe
+    // freed since.
+    if owner == 0 {
+        return;
+    }
+    let Some(ep) = handle::get_recorded::<Ep<T>>(owner) else { return };
     let i = if wc.kind == CompletionKind::RecvRdmaWithImm {
         DCNT_EP_RECV_RDMA_IMM
     } else if ud {

@@ -99,7 +99,7 @@ impl<T: Provider> Evd<T> {
 
     /// Takes the next event without blocking: queued software events and
     /// already-drained completions first, then the CQ itself.
-    #[inline]
+    #[inline(always)]
     fn take(&self, me: DAT_EVD_HANDLE, out: &mut DAT_EVENT) -> bool {
         if self.queued.load(Ordering::Acquire) != 0 && self.take_queued(me, out) {
             return true;
@@ -270,13 +270,13 @@ pub fn create_evd<T: Provider>(
         c.attach(h);
         handle::get::<Evd<T>>(h).expect("just created").attach_cno(cno_h as usize);
     }
-    ia.adopt(h, RANK, destroy::<T>);
+    ia.adopt::<Evd<T>>(h, RANK, destroy::<T>);
     Ok(h)
 }
 
 pub fn destroy<T: Provider>(h: DAT_HANDLE) {
     if let Ok(evd) = handle::get::<Evd<T>>(h) {
-        evd.ia.disown(h);
+        evd.ia.disown::<Evd<T>>(h);
         cno::detach_from::<T>(evd.cno.swap(0, Ordering::AcqRel), h);
         handle::remove::<Evd<T>>(h);
     }
@@ -396,15 +396,22 @@ pub unsafe extern "C-unwind" fn wait<T: Provider>(
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
-    let begun = dat_abi::cancel::deferred(|| guard_or("dat_evd_wait", Err(INTERNAL), || begin_wait::<T>(h, threshold, event)));
-    let (evd, _claim) = match begun {
+    let deadline = wake::Deadline::new(timeout);
+    // The checks, the claim and the first round under one deferral and one
+    // guard: a wait whose event is already there costs no more than that.
+    let begun = dat_abi::cancel::deferred(|| guard_or("dat_evd_wait", Err(INTERNAL), || {
+        let (evd, claim) = begin_wait::<T>(h, threshold, event)?;
+        // SAFETY: begin_wait refused a null event pointer.
+        let out = unsafe { &mut *event };
+        Ok((evd, claim, wait_round::<T>(evd, h, &deadline, threshold as usize, out, 0)))
+    }));
+    let (evd, _claim, first) = match begun {
         Ok(b) => b,
         Err(e) => return e,
     };
-    // SAFETY: begin_wait refused a null event pointer.
+    // SAFETY: as above.
     let out = unsafe { &mut *event };
-    let deadline = wake::Deadline::new(timeout);
-    let r = wake::cancellable("dat_evd_wait", |woke| wait_round::<T>(evd, h, &deadline, threshold as usize, out, woke));
+    let r = wake::go_on("dat_evd_wait", first, |woke| wait_round::<T>(evd, h, &deadline, threshold as usize, out, woke));
     // SAFETY: null-checked consumer out-parameter.
     if let Some(n) = unsafe { nmore.as_mut() } {
         *n = evd.queued.load(Ordering::Acquire) as DAT_COUNT;

@@ -6,15 +6,21 @@
 //! never given back to the allocator, only reused for the same type, oldest
 //! first, so a freed or wrong-type handle reads a tag that says so and the
 //! call returns DAT_INVALID_HANDLE instead of touching freed memory.
+//!
+//! The check on every call is two compares: the first word is one of this
+//! transport's tables (they sit in one array, `state::Tables`, so that is a
+//! range test; a handle made by another of our providers in the process,
+//! which runs another copy of this code with its own tables, fails it),
+//! and the tag is the wanted kind's. Within one transport each kind is one
+//! Rust type, so the tag says what the body is.
 
-use crate::state::Provider;
+use crate::state::{KINDS, Provider};
 use dat_abi::status::invalid_handle;
 use dat_abi::*;
-use std::any::TypeId;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Tags are this magic in the high half and the DAT_HANDLE_TYPE in the low.
 const MAGIC: u32 = 0xDA70_0000;
@@ -25,8 +31,24 @@ pub struct Header {
     /// Must stay the first word: consumers' macros and the registry read it.
     provider: AtomicPtr<DAT_PROVIDER>,
     tag: AtomicU32,
+    /// The order in which an abrupt close of the parent frees this object
+    /// (higher first), set with `parent`.
+    rank: AtomicU32,
+    /// The IA that owns the object (its address), 0 when none does: an
+    /// IA's children are the live slots that name it (`children`), so
+    /// adopting and dropping a child is a store, with no list to keep.
+    parent: AtomicUsize,
+    /// How the parent's abrupt close frees the object: a `fn(DAT_HANDLE)`.
+    destroy: AtomicUsize,
     /// The consumer's DAT_CONTEXT, an 8-byte union kept as its bits.
     context: AtomicU64,
+}
+
+/// A live object that names a parent, as `children` reports it.
+pub struct Child {
+    pub handle: DAT_HANDLE,
+    pub rank: u8,
+    pub destroy: fn(DAT_HANDLE),
 }
 
 #[repr(C)]
@@ -44,45 +66,60 @@ pub trait Object: Sized + Send + Sync + 'static {
     /// The transport whose provider tables the object's handles carry, and
     /// whose state keeps its freed slots.
     type P: Provider;
+    /// Below `state::KINDS`, and one Rust type per transport: the tag names
+    /// the body, and freed slots are kept by kind.
     const TYPE: DAT_HANDLE_TYPE;
     /// The DAT_INVALID_HANDLE minor for a bad handle of this kind.
     const INVALID: u32;
 }
 
-/// Runs `f` on the free list of `O`'s slots (by address), made on first use.
-fn with_free<O: Object, R>(f: impl FnOnce(&mut VecDeque<usize>) -> R) -> R {
-    let mut lists = O::P::state().free_slots.lock().unwrap_or_else(|e| e.into_inner());
-    let id = TypeId::of::<O>();
-    let i = match lists.iter().position(|(t, _)| *t == id) {
-        Some(i) => i,
-        None => {
-            lists.push((id, VecDeque::new()));
-            lists.len() - 1
-        }
-    };
-    f(&mut lists[i].1)
+/// The tag of a live `O`.
+#[inline(always)]
+fn tag_of<O: Object>() -> u32 {
+    const {
+        assert!((O::TYPE as usize) < KINDS);
+        MAGIC | O::TYPE
+    }
+}
+
+/// The freed slots of `O`'s kind (addresses, oldest first).
+fn free_list<O: Object>() -> std::sync::MutexGuard<'static, VecDeque<usize>> {
+    O::P::state().free_slots[O::TYPE as usize].lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Puts `value` in a slot owned by provider table `provider` and returns its handle.
 pub fn insert<O: Object>(value: O, provider: *mut DAT_PROVIDER) -> DAT_HANDLE {
-    // SAFETY: the list for O holds only addresses of leaked Slot<O>s (see remove).
-    let reused = with_free::<O, _>(|l| l.pop_front()).map(|a| unsafe { &*(a as *const Slot<O>) });
-    let slot: &'static Slot<O> = reused.unwrap_or_else(|| {
-        Box::leak(Box::new(Slot {
-            header: Header {
-                provider: AtomicPtr::new(provider),
-                tag: AtomicU32::new(DEAD),
-                context: AtomicU64::new(0),
-            },
-            body: UnsafeCell::new(MaybeUninit::uninit()),
-        }))
-    });
+    let reused = free_list::<O>().pop_front();
+    let slot: &'static Slot<O> = match reused {
+        // SAFETY: the list for O's kind holds only addresses of leaked
+        // Slot<O>s (see remove; the kind is one type).
+        Some(a) => unsafe { &*(a as *const Slot<O>) },
+        None => {
+            let slot: &'static Slot<O> = Box::leak(Box::new(Slot {
+                header: Header {
+                    provider: AtomicPtr::new(provider),
+                    tag: AtomicU32::new(DEAD),
+                    rank: AtomicU32::new(0),
+                    parent: AtomicUsize::new(0),
+                    destroy: AtomicUsize::new(0),
+                    context: AtomicU64::new(0),
+                },
+                body: UnsafeCell::new(MaybeUninit::uninit()),
+            }));
+            O::P::state().all_slots[O::TYPE as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(slot as *const Slot<O> as usize);
+            slot
+        }
+    };
     // SAFETY: the slot is dead (fresh, or taken off the free list), so no
     // one else reads or writes its body.
     unsafe { (*slot.body.get()).write(value) };
     slot.header.provider.store(provider, Ordering::Relaxed);
+    slot.header.parent.store(0, Ordering::Relaxed);
     slot.header.context.store(0, Ordering::Relaxed);
-    slot.header.tag.store(MAGIC | O::TYPE, Ordering::Release);
+    slot.header.tag.store(tag_of::<O>(), Ordering::Release);
     slot as *const Slot<O> as DAT_HANDLE
 }
 
@@ -91,39 +128,44 @@ pub fn insert<O: Object>(value: O, provider: *mut DAT_PROVIDER) -> DAT_HANDLE {
 pub fn remove<O: Object>(h: DAT_HANDLE) -> bool {
     // SAFETY: callers pass handles that `get::<O>` accepted: a live slot of O.
     let slot: &'static Slot<O> = unsafe { &*(h as *const Slot<O>) };
-    if slot.header.tag.compare_exchange(MAGIC | O::TYPE, DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if slot.header.tag.compare_exchange(tag_of::<O>(), DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return false;
     }
     // SAFETY: we won the tag race, so the body is initialised and ours to drop.
     unsafe { (*slot.body.get()).assume_init_drop() };
-    with_free::<O, _>(|l| l.push_back(slot as *const Slot<O> as usize));
+    free_list::<O>().push_back(slot as *const Slot<O> as usize);
     true
 }
 
 /// Handles at or below this are never ours (see `header`).
 const LOWEST_INVALID: usize = 0xFFFF;
 
-/// The live header behind any handle of ours, or None.
-#[inline]
-fn header<T: Provider>(h: DAT_HANDLE) -> Option<&'static Header> {
-    // Nothing is mapped in the lowest 64 KiB (Linux's mmap_min_addr), and our
-    // registry hands consumers IA handles 1..=0xFFFF: one of those passed where
-    // an object belongs (fuzzer finding) must be refused, not read.
+/// The header behind `h` if it is one of this transport's slots, live or
+/// not. Nothing is mapped in the lowest 64 KiB (Linux's mmap_min_addr), and
+/// our registry hands consumers IA handles 1..=0xFFFF: one of those passed
+/// where an object belongs (fuzzer finding) must be refused, not read.
+#[inline(always)]
+fn ours<T: Provider>(h: DAT_HANDLE) -> Option<&'static Header> {
     if (h as usize) <= LOWEST_INVALID || (h as usize) % std::mem::align_of::<Header>() != 0 {
         return None;
     }
     // SAFETY: the DAT contract makes a handle point at an object whose first
-    // word is its provider; we read that word and our tag only.
+    // word is its provider; we read that word, and our tag once it is ours.
     let hdr = unsafe { &*(h as *const Header) };
-    let ours = T::state().tables.is_ours(hdr.provider.load(Ordering::Relaxed));
-    (ours && hdr.tag.load(Ordering::Acquire) & 0xFFFF_0000 == MAGIC).then_some(hdr)
+    T::state().tables.is_ours(hdr.provider.load(Ordering::Relaxed)).then_some(hdr)
 }
 
-/// The object behind `h` if it is a live `T` of ours.
+/// The live header behind any handle of ours, or None.
 #[inline]
+fn header<T: Provider>(h: DAT_HANDLE) -> Option<&'static Header> {
+    ours::<T>(h).filter(|hdr| hdr.tag.load(Ordering::Acquire) & 0xFFFF_0000 == MAGIC)
+}
+
+/// The object behind `h` if it is a live `O` of ours.
+#[inline(always)]
 pub fn get<O: Object>(h: DAT_HANDLE) -> Result<&'static O, DAT_RETURN> {
-    match header::<O::P>(h) {
-        Some(hdr) if hdr.tag.load(Ordering::Acquire) == MAGIC | O::TYPE => {
+    match ours::<O::P>(h) {
+        Some(hdr) if hdr.tag.load(Ordering::Acquire) == tag_of::<O>() => {
             // SAFETY: the tag says an O is initialised here (tags of one
             // transport's tables name one type each); slots are never freed.
             Ok(unsafe { (*(*(h as *const Slot<O>)).body.get()).assume_init_ref() })
@@ -132,9 +174,71 @@ pub fn get<O: Object>(h: DAT_HANDLE) -> Result<&'static O, DAT_RETURN> {
     }
 }
 
+/// `get` for a handle the core recorded itself when it was live (a posted
+/// request's EP): it is one of our slots, and slots are never freed, so
+/// only the tag is checked, for an object freed since.
+#[inline(always)]
+pub fn get_recorded<O: Object>(h: usize) -> Option<&'static O> {
+    // SAFETY: `h` is the address of a Slot<O> we made (the caller's word).
+    let slot = unsafe { &*(h as *const Slot<O>) };
+    // SAFETY: as in `get`.
+    (slot.header.tag.load(Ordering::Acquire) == tag_of::<O>()).then(|| unsafe { (*slot.body.get()).assume_init_ref() })
+}
+
 /// The DAT_HANDLE_TYPE of a live handle of ours.
 pub fn kind_of<T: Provider>(h: DAT_HANDLE) -> Option<DAT_HANDLE_TYPE> {
     header::<T>(h).map(|hdr| hdr.tag.load(Ordering::Acquire) & 0xFFFF)
+}
+
+/// The header of a slot of `O` the caller got from `insert` or `get::<O>`:
+/// the slot exists for good, whatever has become of the object since.
+#[inline(always)]
+fn slot_header<O: Object>(h: DAT_HANDLE) -> &'static Header {
+    // SAFETY: the caller's word: h is the address of a Slot<O> we made.
+    unsafe { &(*(h as *const Slot<O>)).header }
+}
+
+/// Makes `parent` (an IA's address) the owner of `h`, which `insert` just made.
+#[inline]
+pub fn adopt<O: Object>(h: DAT_HANDLE, parent: usize, rank: u8, destroy: fn(DAT_HANDLE)) {
+    let hdr = slot_header::<O>(h);
+    hdr.rank.store(rank as u32, Ordering::Relaxed);
+    hdr.destroy.store(destroy as usize, Ordering::Relaxed);
+    hdr.parent.store(parent, Ordering::Release);
+}
+
+/// Ends `parent`'s ownership of `h` (which passed `get::<O>`); true for
+/// the one call that did.
+#[inline]
+pub fn disown<O: Object>(h: DAT_HANDLE, parent: usize) -> bool {
+    slot_header::<O>(h).parent.compare_exchange(parent, 0, Ordering::AcqRel, Ordering::Acquire).is_ok()
+}
+
+/// The live objects `parent` owns, of one kind or of all.
+pub fn children<T: Provider>(parent: usize, kind: Option<DAT_HANDLE_TYPE>) -> Vec<Child> {
+    let mut found = Vec::new();
+    for (k, list) in T::state().all_slots.iter().enumerate() {
+        if kind.is_some_and(|want| want as usize != k) {
+            continue;
+        }
+        let slots: Vec<usize> = list.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for a in slots {
+            // SAFETY: the list holds addresses of slots we made; slots are
+            // never freed, and every slot starts with a Header.
+            let hdr = unsafe { &*(a as *const Header) };
+            if hdr.tag.load(Ordering::Acquire) != MAGIC | k as u32 || hdr.parent.load(Ordering::Acquire) != parent {
+                continue;
+            }
+            let destroy = hdr.destroy.load(Ordering::Relaxed);
+            if destroy == 0 {
+                continue;
+            }
+            // SAFETY: a non-zero `destroy` was stored from a fn(DAT_HANDLE) by `adopt`.
+            let destroy: fn(DAT_HANDLE) = unsafe { std::mem::transmute::<usize, fn(DAT_HANDLE)>(destroy) };
+            found.push(Child { handle: a as DAT_HANDLE, rank: hdr.rank.load(Ordering::Relaxed) as u8, destroy });
+        }
+    }
+    found
 }
 
 pub fn set_context<T: Provider>(h: DAT_HANDLE, context: DAT_CONTEXT) -> bool {
@@ -153,18 +257,18 @@ mod tests {
     use super::*;
     use crate::mock::Mock;
 
-    /// Borrows the PZ tag: no PZ handle is ever checked against it here.
+    /// Kinds no DAT object has (13 and 14), so their slots stay their own.
     struct Thing(u32);
     impl Object for Thing {
         type P = Mock;
-        const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_PZ;
+        const TYPE: DAT_HANDLE_TYPE = 13;
         const INVALID: u32 = DAT_INVALID_HANDLE_PZ;
     }
 
     struct Other;
     impl Object for Other {
         type P = Mock;
-        const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_LMR;
+        const TYPE: DAT_HANDLE_TYPE = 14;
         const INVALID: u32 = DAT_INVALID_HANDLE_LMR;
     }
 
@@ -176,7 +280,7 @@ mod tests {
         // SAFETY: reading the first word of our own slot, as a consumer's macro would.
         assert_eq!(unsafe { *(h as *const *mut DAT_PROVIDER) }, table);
         assert_eq!(get::<Thing>(h).map(|t| t.0), Ok(7));
-        assert_eq!(kind_of::<Mock>(h), Some(DAT_HANDLE_TYPE_PZ));
+        assert_eq!(kind_of::<Mock>(h), Some(13));
         assert_eq!(get::<Other>(h).err(), Some(invalid_handle(DAT_INVALID_HANDLE_LMR)));
         assert!(set_context::<Mock>(h, DAT_CONTEXT { as_64: 99 }));
         // SAFETY: reading back the plain 8-byte union we stored.
@@ -198,6 +302,13 @@ mod tests {
         assert_eq!(get::<Thing>(std::ptr::null_mut()).err(), Some(invalid_handle(DAT_INVALID_HANDLE_PZ)));
         let foreign: [usize; 4] = [0x1234_5678, MAGIC as usize | 6, 0, 0];
         assert!(get::<Thing>(foreign.as_ptr() as DAT_HANDLE).is_err());
+        // The right tag behind a table that is not one of ours (another
+        // provider's, or a copy of ours): refused.
+        // SAFETY: an all-zero DAT_PROVIDER is all-None function slots and NULL pointers.
+        let not_ours: &'static DAT_PROVIDER = Box::leak(Box::new(unsafe { std::mem::zeroed() }));
+        let lookalike: [usize; 4] = [not_ours as *const DAT_PROVIDER as usize, (MAGIC | 13) as usize, 0, 0];
+        assert!(get::<Thing>(lookalike.as_ptr() as DAT_HANDLE).is_err());
+        assert!(kind_of::<Mock>(lookalike.as_ptr() as DAT_HANDLE).is_none());
         let misaligned = (foreign.as_ptr() as usize + 1) as DAT_HANDLE;
         assert!(get::<Thing>(misaligned).is_err());
     }

@@ -18,7 +18,6 @@ pub struct Ia<T: Provider> {
     cm: Mutex<Option<T::Events>>,
     pub name: String,
     pub device: T::Device,
-    children: Mutex<Vec<Child>>,
     /// The async EVD: created by us at open unless the consumer gave one.
     async_evd: AtomicUsize,
     owns_async_evd: AtomicBool,
@@ -60,15 +59,6 @@ fn named_attrs<T: Provider>(device: &T::Device) -> (Vec<DAT_NAMED_ATTR>, Vec<CSt
     (named, strings)
 }
 
-/// An object an abrupt close must free: higher `rank` goes first, so
-/// children are freed before the parents they hold (LMRs before PZs).
-struct Child {
-    handle: usize,
-    rank: u8,
-    destroy: fn(DAT_HANDLE),
-}
-
-
 impl<T: Provider> Object for Ia<T> {
     type P = T;
     const TYPE: DAT_HANDLE_TYPE = DAT_HANDLE_TYPE_IA;
@@ -78,38 +68,39 @@ impl<T: Provider> Object for Ia<T> {
 impl<T: Provider> Ia<T> {
     /// Every object of the IA comes through here once, which makes it the
     /// one place its create counter moves (and its free counter in disown).
-    pub fn adopt(&self, h: DAT_HANDLE, rank: u8, destroy: fn(DAT_HANDLE)) {
-        let kind = handle::kind_of::<T>(h);
-        if let Some((created, _)) = kind.and_then(counters::lifetime_counters) {
+    pub fn adopt<O: Object<P = T>>(&self, h: DAT_HANDLE, rank: u8, destroy: fn(DAT_HANDLE)) {
+        if let Some((created, _)) = counters::lifetime_counters(O::TYPE) {
             self.counters.add(created, 1);
         }
-        if matches!(kind, Some(DAT_HANDLE_TYPE_PSP | DAT_HANDLE_TYPE_RSP)) {
+        if O::TYPE == DAT_HANDLE_TYPE_PSP || O::TYPE == DAT_HANDLE_TYPE_RSP {
             self.counters.add(DCNT_IA_CM_LISTEN, 1);
         }
-        self.children.lock().unwrap_or_else(|e| e.into_inner()).push(Child { handle: h as usize, rank, destroy });
+        handle::adopt::<O>(h, self.id(), rank, destroy);
     }
 
-    pub fn disown(&self, h: DAT_HANDLE) {
-        let removed = {
-            let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
-            let before = children.len();
-            children.retain(|c| c.handle != h as usize);
-            before != children.len()
-        };
-        // Only the call that took it off the list counts the free.
-        let kind = handle::kind_of::<T>(h);
-        if let (true, Some((_, Some(freed)))) = (removed, kind.and_then(counters::lifetime_counters)) {
+    /// `h` leaves the IA (it is being freed); `h` passed `get::<O>`.
+    pub fn disown<O: Object<P = T>>(&self, h: DAT_HANDLE) {
+        // Only the call that took it from the IA counts the free.
+        if !handle::disown::<O>(h, self.id()) {
+            return;
+        }
+        if let Some((_, Some(freed))) = counters::lifetime_counters(O::TYPE) {
             self.counters.add(freed, 1);
-            if kind == Some(DAT_HANDLE_TYPE_LMR) {
+            if O::TYPE == DAT_HANDLE_TYPE_LMR {
                 self.counters.add(DCNT_IA_MEM_FREE, 1);
             }
         }
     }
 
+    /// What children name as their parent: the IA's address, stable while
+    /// it lives (slots never move).
+    fn id(&self) -> usize {
+        self as *const Self as usize
+    }
+
     /// The live children of one handle kind, as a snapshot.
     pub fn children_of_kind(&self, kind: DAT_HANDLE_TYPE) -> Vec<DAT_HANDLE> {
-        let all: Vec<usize> = self.children.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|c| c.handle).collect();
-        all.into_iter().map(|h| h as DAT_HANDLE).filter(|&h| handle::kind_of::<T>(h) == Some(kind)).collect()
+        handle::children::<T>(self.id(), Some(kind)).into_iter().map(|c| c.handle).collect()
     }
 
     pub fn table(&self) -> *mut DAT_PROVIDER {
@@ -136,7 +127,6 @@ pub fn insert<T: Provider>(name: String, table: *mut DAT_PROVIDER, device: T::De
         cm: Mutex::new(None),
         name,
         device,
-        children: Mutex::new(Vec::new()),
         async_evd: AtomicUsize::new(async_evd as usize),
         owns_async_evd: AtomicBool::new(false),
         connects: Mutex::new(Vec::new()),
@@ -291,15 +281,14 @@ pub unsafe extern "C" fn close<T: Provider>(h: DAT_IA_HANDLE, flags: DAT_CLOSE_F
         if flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG {
             return invalid_arg(DAT_INVALID_ARG2);
         }
-        let mut children = std::mem::take(&mut *ia.children.lock().unwrap_or_else(|e| e.into_inner()));
-        let in_use = children.iter().any(|c| !ia.is_async_evd(c.handle as DAT_HANDLE));
+        let mut children = handle::children::<T>(ia.id(), None);
+        let in_use = children.iter().any(|c| !ia.is_async_evd(c.handle));
         if flags == DAT_CLOSE_GRACEFUL_FLAG && in_use {
-            *ia.children.lock().unwrap_or_else(|e| e.into_inner()) = children;
             return invalid_state(DAT_INVALID_STATE_IA_IN_USE);
         }
         children.sort_by(|a, b| b.rank.cmp(&a.rank));
         for c in children {
-            (c.destroy)(c.handle as DAT_HANDLE);
+            (c.destroy)(c.handle);
         }
         // Stop the CM thread before the objects it could post to are gone.
         drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());

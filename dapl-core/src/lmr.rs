@@ -114,7 +114,7 @@ pub unsafe extern "C" fn create<T: Provider>(
             mr,
             windows: std::sync::atomic::AtomicUsize::new(0),
         }, ia.table());
-        ia.adopt(h, RANK, destroy::<T>);
+        ia.adopt::<Lmr<T>>(h, RANK, destroy::<T>);
         ia.counters.add(DCNT_IA_MEM_ALLOC, 1);
         ia.counters.add(DCNT_IA_MEM_ALLOC_DATA, len as u64);
         // SAFETY: each out-pointer is the consumer's; optional ones null-checked.
@@ -147,7 +147,7 @@ impl<T: Provider> Lmr<T> {
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     if let Ok(lmr) = handle::get::<Lmr<T>>(h) {
         let pz = lmr.pz;
-        pz.ia.disown(h);
+        pz.ia.disown::<Lmr<T>>(h);
         if handle::remove::<Lmr<T>>(h) {
             pz.users.fetch_sub(1, Ordering::AcqRel);
         }

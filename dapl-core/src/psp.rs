@@ -72,7 +72,7 @@ fn create_psp<T: Provider>(ia_h: DAT_IA_HANDLE, qual: Option<DAT_CONN_QUAL>, evd
         u.set_context(h as usize);
     }
     evd.users.fetch_add(1, Ordering::AcqRel);
-    ia.adopt(h, RANK, destroy::<T>);
+    ia.adopt::<Psp<T>>(h, RANK, destroy::<T>);
     Ok((h, conn_qual))
 }
 
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn create_any<T: Provider>(
 
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     let Ok(psp) = handle::get::<Psp<T>>(h) else { return };
-    psp.ia.disown(h);
+    psp.ia.disown::<Psp<T>>(h);
     let id = psp.id.take();
     let ud_id = psp.ud_id.take();
     let evd = psp.evd;

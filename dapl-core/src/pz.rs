@@ -43,7 +43,7 @@ pub unsafe extern "C" fn create<T: Provider>(ia_h: DAT_IA_HANDLE, out: *mut DAT_
             }
         };
         let h = handle::insert(Pz { ia, ia_handle: ia_h as usize, pd, users: AtomicUsize::new(0) }, ia.table());
-        ia.adopt(h, RANK, destroy::<T>);
+        ia.adopt::<Pz<T>>(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn create<T: Provider>(ia_h: DAT_IA_HANDLE, out: *mut DAT_
 
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     if let Ok(pz) = handle::get::<Pz<T>>(h) {
-        pz.ia.disown(h);
+        pz.ia.disown::<Pz<T>>(h);
         handle::remove::<Pz<T>>(h);
     }
 }

@@ -77,7 +77,7 @@ pub unsafe extern "C" fn create<T: Provider>(pz_h: DAT_PZ_HANDLE, out: *mut DAT_
             },
             ia.table(),
         );
-        ia.adopt(h, RANK, destroy::<T>);
+        ia.adopt::<Rmr<T>>(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
@@ -86,7 +86,7 @@ pub unsafe extern "C" fn create<T: Provider>(pz_h: DAT_PZ_HANDLE, out: *mut DAT_
 
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     let Ok(r) = handle::get::<Rmr<T>>(h) else { return };
-    r.ia.disown(h);
+    r.ia.disown::<Rmr<T>>(h);
     let pz = r.pz;
     let lmr = r.lmr.swap(0, Ordering::AcqRel);
     if handle::remove::<Rmr<T>>(h) {

@@ -76,7 +76,7 @@ pub unsafe extern "C" fn create<T: Provider>(
         id.set_context(h as usize);
         evd.users.fetch_add(1, Ordering::AcqRel);
         ep.state.store(DAT_EP_STATE_RESERVED, Ordering::Release);
-        ia.adopt(h, RANK, destroy::<T>);
+        ia.adopt::<Rsp<T>>(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn create<T: Provider>(
 
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     let Ok(rsp) = handle::get::<Rsp<T>>(h) else { return };
-    rsp.ia.disown(h);
+    rsp.ia.disown::<Rsp<T>>(h);
     let id = rsp.id.take();
     let (evd, ep_h) = (rsp.evd, rsp.ep);
     if crate::quiesce::quiesced::<T, _>(|| handle::remove::<Rsp<T>>(h)) {

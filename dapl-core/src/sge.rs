@@ -19,9 +19,17 @@ impl<T: Transport> SgeList<T> {
 
     /// Fills the list from the consumer's triplets: (count, total bytes), or
     /// None if the count or the triplet pointer is bad.
-    #[inline]
+    #[inline(always)]
     pub fn fill(&mut self, n: DAT_COUNT, iov: *const DAT_LMR_TRIPLET) -> Option<(usize, u64)> {
-        if n < 0 || n as usize > MAX_IOV || (n > 0 && iov.is_null()) {
+        if n == 1 && !iov.is_null() {
+            // The usual post: one segment, without the loop's checks.
+            // SAFETY: the consumer gave one triplet at iov.
+            let t = unsafe { &*iov };
+            self.0[0].write(T::sge(t.virtual_address, t.segment_length, t.lmr_context));
+            return Some((1, t.segment_length as u64));
+        }
+        // Negative counts are huge as u32.
+        if n as u32 > MAX_IOV as u32 || (n != 0 && iov.is_null()) {
             return None;
         }
         let mut total = 0u64;

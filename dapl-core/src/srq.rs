@@ -87,7 +87,7 @@ pub unsafe extern "C" fn create<T: Provider>(
         if let Ok(s) = handle::get::<Srq<T>>(h) {
             s.srq.set_context(h);
         }
-        ia.adopt(h, RANK, destroy::<T>);
+        ia.adopt::<Srq<T>>(h, RANK, destroy::<T>);
         // SAFETY: checked non-null.
         unsafe { *out = h };
         DAT_SUCCESS
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn create<T: Provider>(
 
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     let Ok(s) = get::<T>(h) else { return };
-    s.ia.disown(h);
+    s.ia.disown::<Srq<T>>(h);
     let pz = s.pz;
     if handle::remove::<Srq<T>>(h) {
         pz.users.fetch_sub(1, Ordering::AcqRel);

@@ -9,9 +9,10 @@
 
 use crate::backend::{Completion, Transport};
 use dat_abi::*;
-use std::any::TypeId;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CStr;
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -41,14 +42,21 @@ pub trait Upcalls<T: Provider> {
     fn evd_prepare_sleep(h: usize) -> Option<[i32; 2]>;
 }
 
+/// Object kinds have DAT_HANDLE_TYPE values below this (the IB extension's
+/// is 12); `handle` keeps a list of freed slots for each.
+pub const KINDS: usize = 16;
+
 /// The per-transport statics. Fields are named for the module that owns them.
 pub struct State<T: Transport> {
     /// `table`: one provider table per IA name registered.
     pub(crate) tables: Tables,
     /// `instance`: the IA names registered, with their ia_params.
     pub(crate) instances: Mutex<Option<HashMap<String, String>>>,
-    /// `handle`: freed slots waiting for reuse, one list per object type.
-    pub(crate) free_slots: Mutex<Vec<(TypeId, VecDeque<usize>)>>,
+    /// `handle`: freed slots waiting for reuse, one list per object kind
+    /// (DAT_HANDLE_TYPE), oldest first.
+    pub(crate) free_slots: [Mutex<VecDeque<usize>>; KINDS],
+    /// `handle`: every slot ever made, by kind (slots are never freed).
+    pub(crate) all_slots: [Mutex<Vec<usize>>; KINDS],
     /// `quiesce`: held while a connection event is handled.
     pub(crate) cm: Mutex<()>,
     /// `srq`: the EP behind each QP number that takes receives from an SRQ.
@@ -62,7 +70,8 @@ impl<T: Transport> State<T> {
         State {
             tables: Tables::new(),
             instances: Mutex::new(None),
-            free_slots: Mutex::new(Vec::new()),
+            free_slots: [const { Mutex::new(VecDeque::new()) }; KINDS],
+            all_slots: [const { Mutex::new(Vec::new()) }; KINDS],
             cm: Mutex::new(()),
             srq_qps: Mutex::new(None),
             ahs: Mutex::new(Vec::new()),
@@ -80,23 +89,35 @@ impl<T: Transport> Default for State<T> {
 /// the process lives); a name registered again gets its old table back.
 const MAX_INSTANCES: usize = 64;
 
+/// The tables live in one array inside the state, so "is this one of our
+/// tables" (`is_ours`, on every handle check) is a range test. Table `i` is
+/// written once, under `create`, before `slots[i]` publishes it, and never
+/// after.
 pub(crate) struct Tables {
     slots: [AtomicPtr<DAT_PROVIDER>; MAX_INSTANCES],
+    store: [UnsafeCell<MaybeUninit<DAT_PROVIDER>>; MAX_INSTANCES],
     create: Mutex<()>,
 }
 
+// `store` entries are written before they are published and only read after.
+unsafe impl Sync for Tables {}
+
 impl Tables {
     const fn new() -> Self {
-        Tables { slots: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_INSTANCES], create: Mutex::new(()) }
+        Tables {
+            slots: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_INSTANCES],
+            store: [const { UnsafeCell::new(MaybeUninit::uninit()) }; MAX_INSTANCES],
+            create: Mutex::new(()),
+        }
     }
 
-    fn named(&self, name: &CStr) -> Result<*mut DAT_PROVIDER, Option<&AtomicPtr<DAT_PROVIDER>>> {
-        for slot in &self.slots {
+    fn named(&self, name: &CStr) -> Result<*mut DAT_PROVIDER, Option<usize>> {
+        for (i, slot) in self.slots.iter().enumerate() {
             let p = slot.load(Ordering::Acquire);
             if p.is_null() {
-                return Err(Some(slot));
+                return Err(Some(i));
             }
-            // SAFETY: instance tables are leaked and immutable; device_name is a C string.
+            // SAFETY: published tables are immutable; device_name is a C string.
             if unsafe { CStr::from_ptr((*p).device_name) } == name {
                 return Ok(p);
             }
@@ -117,19 +138,22 @@ impl Tables {
         match self.named(wanted.as_c_str()) {
             Ok(p) => Some(p),
             Err(None) => None,
-            Err(Some(slot)) => {
-                let mut t = Box::new(make());
+            Err(Some(i)) => {
+                let mut t = make();
                 t.device_name = Box::leak(wanted.into_boxed_c_str()).as_ptr();
-                let p = Box::into_raw(t);
-                slot.store(p, Ordering::Release);
+                // SAFETY: entry i is unpublished (its slot is null) and we
+                // hold `create`, so no one else reads or writes it.
+                let p = unsafe { (*self.store[i].get()).write(t) as *mut DAT_PROVIDER };
+                self.slots[i].store(p, Ordering::Release);
                 Some(p)
             }
         }
     }
 
-    /// True when `p` is one of these tables.
-    #[inline]
+    /// True when `p` is one of these tables: within the array (an address
+    /// there that is not a table's start is never in a slot of ours).
+    #[inline(always)]
     pub fn is_ours(&self, p: *const DAT_PROVIDER) -> bool {
-        !p.is_null() && self.slots.iter().any(|s| std::ptr::eq(s.load(Ordering::Acquire), p))
+        (p as usize).wrapping_sub(self.store.as_ptr() as usize) < std::mem::size_of_val(&self.store)
     }
 }

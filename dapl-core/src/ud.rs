@@ -46,13 +46,13 @@ const RANK: u8 = 9;
 fn insert<T: Provider>(cm: UdCm<T>) -> DAT_HANDLE {
     let ia = cm.ia;
     let h = handle::insert(cm, ia.table());
-    ia.adopt(h, RANK, destroy::<T>);
+    ia.adopt::<UdCm<T>>(h, RANK, destroy::<T>);
     h
 }
 
 fn destroy<T: Provider>(h: DAT_HANDLE) {
     let Ok(c) = handle::get::<UdCm<T>>(h) else { return };
-    c.ia.disown(h);
+    c.ia.disown::<UdCm<T>>(h);
     let id = c.id.take();
     if crate::quiesce::quiesced::<T, _>(|| handle::remove::<UdCm<T>>(h)) && let Some(id) = id {
         id.destroy();

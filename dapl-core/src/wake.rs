@@ -88,11 +88,21 @@ pub enum Step<F> {
 /// thread the consumer cancels passes through (the caller is C-unwind).
 /// A round is told which fds woke the sleep before it (0 at first).
 pub fn cancellable<F: AsRef<[i32]>>(name: &str, mut round: impl FnMut(u64) -> Step<F>) -> DAT_RETURN {
-    let mut woke = 0;
+    let first = cancel::deferred(|| guard_or(name, Step::Done(INTERNAL), || round(0)));
+    go_on(name, first, round)
+}
+
+/// `cancellable` once its first round has run (`first`, which a caller
+/// may run together with its own checks, under one deferral).
+pub fn go_on<F: AsRef<[i32]>>(name: &str, first: Step<F>, mut round: impl FnMut(u64) -> Step<F>) -> DAT_RETURN {
+    let mut step = first;
     loop {
-        match cancel::deferred(|| guard_or(name, Step::Done(INTERNAL), || round(woke))) {
+        match step {
             Step::Done(r) => return r,
-            Step::Sleep(fds, left) => woke = sleep_on_which(fds.as_ref(), left),
+            Step::Sleep(fds, left) => {
+                let woke = sleep_on_which(fds.as_ref(), left);
+                step = cancel::deferred(|| guard_or(name, Step::Done(INTERNAL), || round(woke)));
+            }
         }
     }
 }
@@ -114,23 +124,53 @@ impl Drop for Claim<'_> {
     }
 }
 
-/// When a DAT wait with a timeout in microseconds must give up.
-pub(crate) struct Deadline(Option<std::time::Instant>);
+/// When a DAT wait with a timeout in microseconds must give up. The clock
+/// is first read when the wait is about to sleep, not at the call: a wait
+/// that finds its event at once reads no clock (in a guest whose clock
+/// source is emulated, one read is a system call), and the time the first,
+/// non-blocking check took (microseconds) is not counted against the timeout.
+pub(crate) struct Deadline {
+    timeout_us: dat_abi::DAT_TIMEOUT,
+    end: std::cell::Cell<Option<std::time::Instant>>,
+}
 
 impl Deadline {
     pub fn new(timeout_us: dat_abi::DAT_TIMEOUT) -> Deadline {
-        Deadline((timeout_us != dat_abi::DAT_TIMEOUT_INFINITE)
-            .then(|| std::time::Instant::now() + std::time::Duration::from_micros(timeout_us as u64)))
+        Deadline { timeout_us, end: std::cell::Cell::new(None) }
     }
 
     /// Microseconds left (None: no limit), or Err once it has passed.
     pub fn remaining(&self) -> Result<Option<u64>, ()> {
-        match self.0 {
-            None => Ok(None),
-            Some(d) => {
-                let now = std::time::Instant::now();
-                if now >= d { Err(()) } else { Ok(Some((d - now).as_micros() as u64)) }
-            }
+        if self.timeout_us == dat_abi::DAT_TIMEOUT_INFINITE {
+            return Ok(None);
         }
+        let now = std::time::Instant::now();
+        let end = match self.end.get() {
+            Some(end) => end,
+            None => {
+                let end = now + std::time::Duration::from_micros(self.timeout_us as u64);
+                self.end.set(Some(end));
+                end
+            }
+        };
+        if now >= end { Err(()) } else { Ok(Some((end - now).as_micros() as u64)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Deadline;
+
+    #[test]
+    fn deadlines_start_at_the_first_look() {
+        assert_eq!(Deadline::new(dat_abi::DAT_TIMEOUT_INFINITE).remaining(), Ok(None));
+        assert_eq!(Deadline::new(0).remaining(), Err(()));
+        let d = Deadline::new(200_000);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let left = d.remaining().unwrap().unwrap();
+        assert!(left > 150_000 && left <= 200_000, "{left} us left");
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        let later = d.remaining().unwrap().unwrap();
+        assert!(later < left - 50_000, "{later} us left after 60 ms");
     }
 }

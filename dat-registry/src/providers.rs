@@ -13,11 +13,36 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 const MAX_TABLES: usize = 64;
 
 /// Lock-free membership test for dispatch: the fast path reads these slots
-/// and never takes a lock.
-static KNOWN: [AtomicPtr<DAT_PROVIDER>; MAX_TABLES] =
-    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_TABLES];
+/// and never takes a lock. A table is put in its home slot (`home`) when that
+/// is free, so the usual check is one load and one compare; a table whose
+/// home was taken sits in the first free slot and is found by the scan.
+///
+/// Free slots hold `EMPTY`, not NULL, and `EMPTY`'s own home slot holds
+/// NULL for good: so neither NULL nor `EMPTY` ever finds itself at home,
+/// and a match at home is always a registered table, with no other test.
+static KNOWN: [AtomicPtr<DAT_PROVIDER>; MAX_TABLES] = {
+    let mut k = [const { AtomicPtr::new(EMPTY) }; MAX_TABLES];
+    k[home_of(EMPTY_AT)] = AtomicPtr::new(ptr::null_mut());
+    k
+};
+/// Never a table's address (nothing is mapped that low), and its home slot
+/// is not NULL's.
+const EMPTY: *mut DAT_PROVIDER = ptr::without_provenance_mut(EMPTY_AT);
+const EMPTY_AT: usize = 8;
+const _: () = assert!(home_of(EMPTY_AT) != home_of(0));
 /// Slots at or past this index have never been used, so scans stop here.
 static KNOWN_END: AtomicUsize = AtomicUsize::new(0);
+
+/// The slot a table tries first: a multiplicative hash of its address.
+#[inline(always)]
+fn home(p: *const DAT_PROVIDER) -> usize {
+    home_of(p as usize)
+}
+
+const fn home_of(address: usize) -> usize {
+    const _: () = assert!(MAX_TABLES == 64);
+    (address >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58
+}
 
 struct Registered {
     key: Key,
@@ -64,10 +89,11 @@ pub fn add(provider: *const DAT_PROVIDER, info: &DAT_PROVIDER_INFO) -> DAT_RETUR
         return error(DAT_PROVIDER_ALREADY_REGISTERED, 0);
     }
     if !KNOWN.iter().any(|s| ptr::eq(s.load(Ordering::Acquire), provider)) {
-        let Some(slot) = KNOWN.iter().position(|s| {
-            s.compare_exchange(ptr::null_mut(), provider as *mut _, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        }) else {
+        let take = |s: &AtomicPtr<DAT_PROVIDER>| {
+            s.compare_exchange(EMPTY, provider as *mut _, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        };
+        let slot = if take(&KNOWN[home(provider)]) { Some(home(provider)) } else { KNOWN.iter().position(take) };
+        let Some(slot) = slot else {
             log::error!("more than {MAX_TABLES} provider tables registered; refusing {:?}",
                 String::from_utf8_lossy(&key.ia_name));
             return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -88,7 +114,7 @@ pub fn remove(provider: *const DAT_PROVIDER, info: &DAT_PROVIDER_INFO) -> DAT_RE
     regs.remove(pos);
     if !regs.iter().any(|r| ptr::eq(r.table, provider)) {
         for slot in &KNOWN {
-            let _ = slot.compare_exchange(provider as *mut _, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire);
+            let _ = slot.compare_exchange(provider as *mut _, EMPTY, Ordering::AcqRel, Ordering::Acquire);
         }
     }
     log::debug!("provider removed: IA {}", String::from_utf8_lossy(&key.ia_name));
@@ -102,8 +128,26 @@ pub fn lookup(key: &Key) -> Option<*const DAT_PROVIDER> {
 /// True when `p` is a provider table some library registered and has not removed.
 #[inline]
 pub fn is_known(p: *const DAT_PROVIDER) -> bool {
-    let end = KNOWN_END.load(Ordering::Acquire);
-    !p.is_null() && KNOWN[..end].iter().any(|s| ptr::eq(s.load(Ordering::Acquire), p))
+    // Free slots hold EMPTY, and one holds NULL: neither is a table.
+    if p.is_null() || ptr::eq(p, EMPTY) {
+        return false;
+    }
+    ptr::eq(KNOWN[home(p)].load(Ordering::Acquire), p) || scan_known(p)
+}
+
+/// `is_known`'s first test alone: the table is in its home slot (the
+/// usual case). False says nothing; `is_known` then decides.
+#[inline(always)]
+pub fn is_known_at_home(p: *const DAT_PROVIDER) -> bool {
+    ptr::eq(KNOWN[home(p)].load(Ordering::Acquire), p)
+}
+
+/// The rest of `is_known`: a table not in its home slot, or none at all.
+#[cold]
+#[inline(never)]
+fn scan_known(p: *const DAT_PROVIDER) -> bool {
+    let end = KNOWN_END.load(Ordering::Acquire).min(MAX_TABLES);
+    KNOWN[..end].iter().any(|s| ptr::eq(s.load(Ordering::Acquire), p))
 }
 
 /// The provider table a non-IA handle belongs to, if it has one we know.

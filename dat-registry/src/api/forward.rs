@@ -3,8 +3,7 @@
 //! Each is checked at compile time against the provider table's function
 //! type from the headers, so a signature cannot drift from the C view.
 
-use crate::dispatch::{self, guard};
-use crate::status::NOT_IMPLEMENTED;
+use crate::dispatch;
 use dat_abi::*;
 
 macro_rules! forward {
@@ -14,21 +13,40 @@ macro_rules! forward {
         /// # Safety
         /// The DAT 2.0 contract for this call: pointers valid as documented.
         pub unsafe extern "C" fn $name($h: $hty $(, $a: $t)*) -> DAT_RETURN {
-            guard(stringify!($name), || {
-                let (table, $h) = match dispatch::$resolve($h, $minor) {
-                    Ok(target) => target,
-                    Err(e) => return e,
-                };
-                match table.$member {
+            // Anything the fast way does not find is decided in full, under
+            // the guard, by `full`, which has this call's own signature.
+            #[cold]
+            #[inline(never)]
+            unsafe extern "C" fn full($h: $hty $(, $a: $t)*) -> DAT_RETURN {
+                match dispatch::checked(stringify!($name), $h, $minor, dispatch::$resolve, |t| t.$member) {
                     // SAFETY: the table is a registered provider's, and the
                     // arguments are the consumer's, passed on unchanged.
-                    Some(f) => unsafe { f($h $(, $a)*) },
-                    None => NOT_IMPLEMENTED,
+                    (Some(f), h) => unsafe { f(h as DAT_HANDLE $(, $a)*) },
+                    (None, e) => e as DAT_RETURN,
                 }
-            })
+            }
+            // The common case: loads and compares that cannot panic (see
+            // dispatch.rs) pick the provider's function. Either way one call
+            // ends this function: a jump, with the arguments where they came.
+            let (f, h): (unsafe extern "C" fn($hty $(, $t)*) -> DAT_RETURN, $hty) = match fast!($resolve, $h) {
+                // SAFETY: a registered provider's table, static data of its library.
+                Some((table, h)) => match unsafe { (*table).$member } {
+                    Some(f) => (f, h),
+                    None => (full, $h),
+                },
+                None => (full, $h),
+            };
+            // SAFETY: as above.
+            unsafe { f(h $(, $a)*) }
         }
         const _: $fty = Some($name);
     )* };
+}
+
+/// The fast resolution that matches each full one.
+macro_rules! fast {
+    (object, $h:ident) => { dispatch::fast_object($h).map(|t| (t, $h)) };
+    (ia_or_object, $h:ident) => { dispatch::fast_ia_or_object($h) };
 }
 
 forward! {

@@ -15,6 +15,8 @@ type EvdWait = unsafe extern "C-unwind" fn(DAT_EVD_HANDLE, DAT_TIMEOUT, DAT_COUN
 type CnoWait = unsafe extern "C-unwind" fn(DAT_CNO_HANDLE, DAT_TIMEOUT, *mut DAT_EVD_HANDLE) -> DAT_RETURN;
 
 /// The provider's function for an object handle, found under the guard.
+#[cold]
+#[inline(never)]
 fn resolve<F>(name: &str, h: DAT_HANDLE, minor: u32, member: impl FnOnce(&DAT_PROVIDER) -> Option<F>) -> Result<(F, DAT_HANDLE), DAT_RETURN> {
     cancel::deferred(|| {
         guard_or(name, Err(INTERNAL), || {
@@ -34,7 +36,13 @@ pub unsafe extern "C-unwind" fn dat_evd_wait(
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
-    match resolve("dat_evd_wait", evd, DAT_INVALID_HANDLE_EVD_REQUEST, |t| t.evd_wait_func) {
+    // As in forward.rs: found without a guard, nothing to defer cancellation for.
+    // SAFETY: fast_object gives registered tables only.
+    let found = match dispatch::fast_object(evd).and_then(|t| unsafe { (*t).evd_wait_func }) {
+        Some(f) => Ok((f, evd)),
+        None => resolve("dat_evd_wait", evd, DAT_INVALID_HANDLE_EVD_REQUEST, |t| t.evd_wait_func),
+    };
+    match found {
         Err(e) => e,
         Ok((f, evd)) => {
             // SAFETY: the same C signature; C-unwind only lets a cancelled
@@ -50,7 +58,12 @@ pub unsafe extern "C-unwind" fn dat_evd_wait(
 /// The DAT 2.0 contract for this call: pointers valid as documented.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn dat_cno_wait(cno: DAT_CNO_HANDLE, timeout: DAT_TIMEOUT, evd: *mut DAT_EVD_HANDLE) -> DAT_RETURN {
-    match resolve("dat_cno_wait", cno, DAT_INVALID_HANDLE_CNO, |t| t.cno_wait_func) {
+    // SAFETY: as above.
+    let found = match dispatch::fast_object(cno).and_then(|t| unsafe { (*t).cno_wait_func }) {
+        Some(f) => Ok((f, cno)),
+        None => resolve("dat_cno_wait", cno, DAT_INVALID_HANDLE_CNO, |t| t.cno_wait_func),
+    };
+    match found {
         Err(e) => e,
         Ok((f, cno)) => {
             // SAFETY: as for dat_evd_wait.
