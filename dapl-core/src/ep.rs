@@ -470,6 +470,41 @@ pub unsafe extern "C" fn modify<T: Provider>(h: DAT_EP_HANDLE, mask: DAT_EP_PARA
         if posted != 0 {
             return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
         }
+        // Every new handle is checked before anything changes: a refused
+        // modify must leave the EP as it was (dat-fuzz finding 4: a bad EVD
+        // after a good PZ left the new PZ recorded, the QP still on the old
+        // one's PD, and the old PZ free to be freed under it). A PZ of
+        // another IA is refused as dat_ep_create refuses it.
+        let evd_ok = |new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
+            if !new.is_null() {
+                let e = evd::require::<T>(new, flag, minor)?;
+                if flag == DAT_EVD_DTO_FLAG && !std::ptr::eq(e.ia, ep.ia) {
+                    return Err(invalid_handle(minor));
+                }
+            }
+            Ok(())
+        };
+        let checked = (|| {
+            if mask & DAT_EP_FIELD_PZ_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                match handle::get::<Pz<T>>(p.pz_handle) {
+                    Ok(pz) if std::ptr::eq(pz.ia, ep.ia) => {}
+                    _ => return Err(invalid_handle(DAT_INVALID_HANDLE_PZ)),
+                }
+            }
+            if mask & DAT_EP_FIELD_RECV_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                evd_ok(p.recv_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?;
+            }
+            if mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                evd_ok(p.request_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?;
+            }
+            if mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                evd_ok(p.connect_evd_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = checked {
+            return e;
+        }
         let swap = |slot: &AtomicUsize, new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
             if !new.is_null() {
                 let e = evd::require::<T>(new, flag, minor)?;
