@@ -535,6 +535,33 @@ static void case_abrupt_close_releases(void)
 	g_stats.faults++;
 }
 
+/* dat-fuzz finding: an IA closed right after dat_psp_create kept the
+ * listener (the sock provider's progress thread stopped with the listen
+ * command still queued, and its socket was never closed), so the qualifier
+ * stayed in use for the rest of the process. Every round must get the
+ * qualifier again; the race came within a few rounds. */
+static void case_close_frees_qualifier(void)
+{
+	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
+	int refused = 0, rounds = 100;
+
+	for (int round = 0; round < rounds; round++) {
+		DAT_IA_HANDLE ia = open_ia(g_ia);
+		DAT_EVD_HANDLE cr = DAT_HANDLE_NULL;
+		DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+
+		if (!ia)
+			return;
+		CHECK_RC(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr), DAT_SUCCESS, "dat_evd_create(CR)");
+		if (CALL(dat_psp_create(ia, qual, cr, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
+			refused++;
+		close_ia(ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close(ABRUPT) right after dat_psp_create");
+	}
+	CHECK(refused == 0, "dat_psp_create refused qualifier %llu in %d of %d rounds: an earlier close kept it",
+	      (unsigned long long)qual, refused, rounds);
+	g_stats.faults++;
+}
+
 /* More receives than the queue holds: DAT_INSUFFICIENT_RESOURCES; a send
  * with no receive waiting is held (RNR), not lost, until one is posted. */
 static void case_recv_overrun(void)
@@ -754,6 +781,7 @@ const struct tcase faults_cases[] = {
 	CASE("faults", abrupt_close_releases, 0),
 	CASE("faults", recv_overrun, 1),
 	CASE("faults", cq_overflow, 1),
+	CASE("faults", close_frees_qualifier, 0),
 	CASE("faults", cancel_waiter, 1),
 };
 const int faults_ncases = sizeof(faults_cases) / sizeof(faults_cases[0]);
