@@ -78,12 +78,16 @@ impl Seq<'_> {
                     let d = self.pick_fit(dup, Kind::Ep, |o| o.st == St::Up);
                     let sent = pdata_bytes(p.h as usize, (pdata.max(0) as usize).min(PDATA_BUF));
                     let ptr = if (0..=PDATA_BUF as i32).contains(&pdata) { sent.as_ptr() as DAT_PVOID } else { null_mut() };
+                    // Where the model EP is connected now, as the provider says (its ESTABLISHED may not be seen yet).
+                    let qual = match d.obj.filter(|_| !d.bad) {
+                        Some(j) => self.refresh_ep(j)?.map_or(0, |q| q.remote_port_qual),
+                        None => 0,
+                    };
                     let r = (api.dat_ep_dup_connect)(p.h, d.h, timeout, pdata, ptr, DAT_QOS_BEST_EFFORT);
                     self.check("dat_ep_dup_connect", p, r)?;
                     if let (DAT_SUCCESS, Some(i)) = (r, p.obj) {
                         self.objs[i].st = St::Pending;
                         self.objs[i].tries += 1;
-                        let qual = d.obj.map_or(0, |j| self.objs[j].ports.1);
                         self.connects.push((qual, sent));
                     }
                     Ok(())
@@ -255,7 +259,7 @@ impl Seq<'_> {
         if !v.is_empty() {
             v.extend(self.objs.iter().filter(|o| matches!(o.kind, Kind::Psp | Kind::Rsp) && o.alive).map(|o| o.evd));
         }
-        v.extend(self.posts.iter().filter(|p| p.done.is_none() && p.must && self.ep_alive(p.ep)).map(|p| p.evd));
+        v.extend(self.posts.iter().filter(|p| p.done.is_none() && p.must && p.ep_obj.is_some_and(|i| self.objs[i].alive)).map(|p| p.evd));
         v.retain(|&h| h != 0);
         v
     }

@@ -234,7 +234,7 @@ impl Seq<'_> {
                     let ranges: Vec<(u64, u64)> = local.iter().map(|&(a, l, _)| (a, l)).collect();
                     let writes = self.ours(&ranges);
                     self.record(Post {
-                        kind: PostKind::Recv, ep: 0, srq: p.h as usize, rmr: 0, evd: 0, must: false, forgiven: false,
+                        kind: PostKind::Recv, ep: 0, ep_obj: None, srq: p.h as usize, rmr: 0, evd: 0, must: false, forgiven: false,
                         total: local.iter().map(|s| s.1).sum(), local, local_bad: bad, remote: None, remote_bad: false, writes,
                         snapshot: None, target_before: None, before: None, a: 0, b: 0, posted: self.step, done: None, status: 0, matched: false,
                     }, cookie);
@@ -336,7 +336,7 @@ impl Seq<'_> {
         let must = flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG) == 0;
         let remote = (kind != PostKind::Send && kind != PostKind::Recv).then_some((va, rt.rmr_context));
         self.record(Post {
-            kind, ep: p.h as usize, srq: 0, rmr: 0, evd, must, forgiven: false, local, local_bad: bad, total,
+            kind, ep: p.h as usize, ep_obj: p.obj.filter(|_| !p.bad), srq: 0, rmr: 0, evd, must, forgiven: false, local, local_bad: bad, total,
             remote, remote_bad: remote.is_some() && remote_bad, writes, snapshot, target_before, before, a, b,
             posted: self.step, done: None, status: 0, matched: false,
         }, cookie);

@@ -144,6 +144,8 @@ pub struct Pick {
 pub struct Post {
     pub kind: PostKind,
     pub ep: usize,
+    /// The EP's record (a handle can name a newer EP once this one is gone).
+    pub ep_obj: Option<usize>,
     /// For a receive posted to an SRQ: the SRQ (and `ep` 0).
     pub srq: usize,
     pub rmr: usize,
@@ -302,10 +304,6 @@ impl<'a> Seq<'a> {
         for o in self.objs.iter_mut().filter(|o| o.ia == ia) {
             o.alive = false;
         }
-    }
-
-    pub fn ep_alive(&self, h: usize) -> bool {
-        self.find_live(h, Kind::Ep).is_some()
     }
 
     /// Checks one call's return: allowed for the call, and DAT_INVALID_HANDLE
@@ -494,6 +492,10 @@ impl<'a> Seq<'a> {
         match op {
             &Op::Scaffold { ia, qlen, offset, psp } => {
                 let ia = Sel::Live(ia);
+                // One of eight 8 KiB slots of each block: scaffolds share memory whole or not at all,
+                // and the receives `pair` posts (the upper half) stay apart from what random
+                // segments (mostly the lower half) touch, so their bytes can be compared.
+                let offset = (offset % 8) * 8192;
                 let mut ops = vec![
                     Op::PzCreate(ia),
                     Op::EvdCreate { ia, qlen, flags: DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, cno: None },
@@ -551,7 +553,7 @@ impl<'a> Seq<'a> {
         self.step(&Op::Scaffold { ia: a, qlen, offset, psp: Some(qual) })?;
         let Some(passive) = newest_ep(self).filter(|&h| Some(h) != before) else { return Ok(()) };
         let Some(psp) = self.objs.iter().rev().find(|o| o.kind == Kind::Psp && o.alive).map(|o| o.h) else { return Ok(()) };
-        self.step(&Op::Scaffold { ia: b, qlen, offset: offset.wrapping_add(20000), psp: None })?;
+        self.step(&Op::Scaffold { ia: b, qlen, offset: offset.wrapping_add(1), psp: None })?;
         let Some(active) = newest_ep(self).filter(|&h| h != passive) else { return Ok(()) };
         // The PSP's own qualifier (Raw: it is one of ours, whatever the target).
         let q = self.objs[self.find(psp, Kind::Psp).unwrap()].qual;
@@ -573,6 +575,13 @@ impl<'a> Seq<'a> {
         let up = |s: &Self, h: usize| s.find_live(h, Kind::Ep).is_some_and(|i| s.objs[i].st != St::Pending);
         let conns: Vec<usize> = [active, passive].iter().filter_map(|&h| self.find_live(h, Kind::Ep)).map(|i| self.objs[i].conn).collect();
         self.drain_until(Duration::from_millis(500), &conns, |s| up(s, active) && up(s, passive))?;
+        // Receives waiting on both sides, as a consumer posts them, so sends that follow can land.
+        for (k, ep) in [active, passive, active, passive].into_iter().enumerate() {
+            let seg = crate::ops::Seg { lmr: Sel::Fit(0), offset: 4096 + (k as u32 / 2) * 2048, len: 2048, bad_key: None };
+            let remote = crate::ops::Remote { key: crate::ops::Key::Fit(0), offset: 0, len: 0 };
+            self.step(&Op::Post { kind: crate::ops::PostKind::Recv, ep: Sel::Exact(ep), segs: vec![seg], count: None,
+                cookie: 0x7ec0_0000 + k as u64, flags: 0, remote, a: 0, b: 0 })?;
+        }
         Ok(())
     }
 
@@ -640,7 +649,7 @@ impl<'a> Seq<'a> {
     fn lost(&self) -> Vec<String> {
         let evd_ok = |h: usize| self.find_live(h, Kind::Evd).is_some_and(|i| !self.objs[i].overflow);
         let mut out: Vec<String> = self.posts.iter()
-            .filter(|p| p.must && !p.forgiven && p.done.is_none() && p.srq == 0 && p.rmr == 0 && self.ep_alive(p.ep) && evd_ok(p.evd))
+            .filter(|p| p.must && !p.forgiven && p.done.is_none() && p.srq == 0 && p.rmr == 0 && p.ep_obj.is_some_and(|i| self.objs[i].alive) && evd_ok(p.evd))
             .map(|p| {
                 let ep = self.find_live(p.ep, Kind::Ep).map(|i| &self.objs[i]);
                 let mut st = 0;

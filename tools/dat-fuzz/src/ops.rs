@@ -222,7 +222,7 @@ fn sel(p: Profile) -> BoxedStrategy<Sel> {
 }
 
 fn seg(p: Profile) -> impl Strategy<Value = Seg> {
-    (sel(p), prop_oneof![3 => 0..64u32, 1 => any::<u32>()], prop_oneof![6 => 0..4096u32, 1 => Just(0), 1 => any::<u32>()],
+    (sel(p), prop_oneof![3 => 0..64u32, 1 => any::<u32>()], prop_oneof![6 => 0..2048u32, 1 => 2048..4096u32, 1 => Just(0), 1 => any::<u32>()],
         prop::option::weighted(0.05, any::<u32>()))
         .prop_map(|(lmr, offset, len, bad_key)| Seg { lmr, offset, len, bad_key })
 }
