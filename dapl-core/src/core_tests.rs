@@ -423,3 +423,30 @@ fn a_refused_ep_modify_changes_nothing() {
         ok(ia::close::<T>(other.ia, DAT_CLOSE_ABRUPT_FLAG));
     }
 }
+
+/// dat-fuzz finding 7 (memcheck: a use after free): the peer's accept data
+/// came with ESTABLISHED, then a DISCONNECTED without private data was
+/// posted before the consumer dequeued ESTABLISHED. That freed the buffer
+/// ESTABLISHED points at; DAT keeps it valid until the EP is reset or freed.
+#[test]
+fn connection_private_data_outlives_later_events() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-pdata-lifetime");
+    let id = connect(&s, b"welcome");
+    // The peer goes away before the consumer looked at anything.
+    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    let established = dequeue(s.conn).expect("established");
+    // SAFETY: connection events fill this member.
+    let d = unsafe { established.event_data.connect_event_data };
+    assert_eq!((established.event_number, d.private_data_size), (DAT_CONNECTION_EVENT_ESTABLISHED, 7));
+    {
+        // The event points into the buffer the EP still owns, not a freed one.
+        let keep = ep::get::<T>(s.ep).unwrap().peer_pdata.lock().unwrap();
+        assert_eq!(d.private_data as *const u8, keep.as_ptr(), "ESTABLISHED's private data was replaced under it");
+        assert_eq!(keep.as_slice(), b"welcome");
+    }
+    let (n, pdata) = conn_of(&dequeue(s.conn).expect("disconnected"));
+    assert_eq!((n, pdata.len()), (DAT_CONNECTION_EVENT_DISCONNECTED, 0));
+    // SAFETY: the setup's IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

@@ -211,13 +211,21 @@ impl<T: Provider> Ep<T> {
             log::warn!("EP {me:p}: connection event {number:#x} with no connection EVD");
             return;
         };
+        // DAT: an event's private data stays valid until the EP is freed or
+        // reset, so an event without any (DISCONNECTED after an ESTABLISHED
+        // that carried the peer's accept data, both still queued) must not
+        // free the buffer the earlier event points at (dat-fuzz finding 7,
+        // a use after free memcheck saw). A new connection attempt needs a
+        // reset first, so only then is the buffer replaced.
         let mut keep = self.peer_pdata.lock().unwrap_or_else(|e| e.into_inner());
-        *keep = pdata.to_vec();
+        if !pdata.is_empty() {
+            *keep = pdata.to_vec();
+        }
         let mut ev = evd::new_event(number);
         ev.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA {
             ep_handle: me,
-            private_data_size: keep.len() as DAT_COUNT,
-            private_data: if keep.is_empty() { std::ptr::null_mut() } else { keep.as_ptr() as DAT_PVOID },
+            private_data_size: pdata.len() as DAT_COUNT,
+            private_data: if pdata.is_empty() { std::ptr::null_mut() } else { keep.as_ptr() as DAT_PVOID },
         };
         drop(keep);
         evd.counters.add(DCNT_EVD_CONN_CALLBACK, 1);
