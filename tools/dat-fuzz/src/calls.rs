@@ -319,6 +319,7 @@ impl Seq<'_> {
                     self.check("dat_ep_reset", p, r)?;
                     if let Some(i) = p.obj.filter(|_| r == DAT_SUCCESS) {
                         self.objs[i].st = St::Idle;
+                        self.objs[i].stale = true;
                     }
                     Ok(())
                 }

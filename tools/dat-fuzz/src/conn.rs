@@ -322,11 +322,14 @@ impl Seq<'_> {
         let n = ev.event_number;
         // SAFETY: a connection event's member.
         let d = unsafe { ev.event_data.connect_event_data };
-        pdata_ok("a connection event", d.private_data_size, d.private_data)?;
         let h = d.ep_handle as usize;
         let Some(i) = self.find(h, Kind::Ep) else {
             return Err(format!("connection event {n:#x} for EP {h:#x}, which this sequence never had"));
         };
+        // DAT keeps the private data valid until the EP is reset or freed: read it only
+        // while that cannot have happened since the event was made.
+        let readable = self.objs[i].alive && !self.objs[i].stale;
+        pdata_check("a connection event", d.private_data_size, d.private_data, readable)?;
         let o = &self.objs[i];
         if o.alive && o.conn != 0 && o.conn != evd {
             return Err(format!("connection event {n:#x} for EP {h:#x} came to EVD {evd:#x}, not its connection EVD {:#x}", o.conn));
@@ -408,10 +411,15 @@ impl Seq<'_> {
 
 /// Private data in an event or a query: a sane size, readable.
 fn pdata_ok(what: &str, size: DAT_COUNT, ptr: DAT_PVOID) -> Result<Vec<u8>, Finding> {
+    pdata_check(what, size, ptr, true)
+}
+
+/// As `pdata_ok`; the bytes are read (memcheck sees whether they are still allocated) if `read`.
+fn pdata_check(what: &str, size: DAT_COUNT, ptr: DAT_PVOID, read: bool) -> Result<Vec<u8>, Finding> {
     if !(0..=PDATA_BUF as i32).contains(&size) || (size > 0 && ptr.is_null()) {
         return Err(format!("{what}: private data of {size} bytes at {ptr:p}"));
     }
-    if size == 0 {
+    if size == 0 || !read {
         return Ok(Vec::new());
     }
     // SAFETY: the provider says `size` bytes live at `ptr` (memcheck sees if they do not).

@@ -121,6 +121,8 @@ pub struct Obj {
     pub ports: (u64, u64),
     /// EP made by the provider for a PSP_PROVIDER_FLAG request.
     pub provider_made: bool,
+    /// Reset after a connection attempt: private data of its queued events may be gone (DAT allows it).
+    pub stale: bool,
     // PSP/RSP: qualifier and EVD (`flags` unused). CR: the service point in `pz`, handoffs allowed.
     pub qual: u64,
     pub evd: usize,
@@ -630,6 +632,9 @@ impl<'a> Seq<'a> {
             // SAFETY: a live EP of this sequence.
             let r = unsafe { (api.dat_ep_reset)(hp(h)) };
             self.check("dat_ep_reset", Pick { h: hp(h), bad: false, ia: None, obj: None }, r)?;
+            if let Some(i) = self.find_live(h, Kind::Ep) {
+                self.objs[i].stale = true;
+            }
         }
         loop {
             self.drain_all()?;
