@@ -44,8 +44,8 @@ run() {
     fi
 }
 
-run mock --seconds "${FUZZ_MOCK_SECS:-40}" --confs 20
-run sock --seconds "${FUZZ_SOCK_SECS:-80}" --confs 10
+run mock --seconds "${FUZZ_MOCK_SECS:-40}" --confs 5
+run sock --seconds "${FUZZ_SOCK_SECS:-80}" --confs 3
 
 # One line for both, what the test command's summary shows.
 cat "$work"/*.out | python3 -c '
