@@ -169,7 +169,11 @@ impl Seq<'_> {
                     let r = (api.dat_cr_handoff)(p.h, qual);
                     self.check("dat_cr_handoff", p, r)?;
                     if let (DAT_SUCCESS, Some(i)) = (r, p.obj) {
-                        self.objs[i].handoffs += 1;
+                        // DAT: the handoff ends the consumer's CR; a new arrival event names the
+                        // request on the other PSP (the core reuses the handle). Until it comes, the
+                        // old handle is neither live nor freed for the model: never chosen.
+                        (self.objs[i].alive, self.objs[i].reused) = (false, true);
+                        *self.handed_off.entry(p.h as usize).or_default() += 1;
                     }
                     Ok(())
                 }
@@ -323,9 +327,12 @@ impl Seq<'_> {
         // SAFETY: a connection event's member.
         let d = unsafe { ev.event_data.connect_event_data };
         let h = d.ep_handle as usize;
-        let Some(i) = self.find(h, Kind::Ep) else {
+        // As for CRs: an event queued before the EP was freed may name a handle a newer EP has now.
+        let records: Vec<usize> = (0..self.objs.len()).rev().filter(|&i| self.objs[i].h == h && self.objs[i].kind == Kind::Ep).collect();
+        let Some(&newest) = records.first() else {
             return Err(format!("connection event {n:#x} for EP {h:#x}, which this sequence never had"));
         };
+        let i = records.iter().copied().find(|&i| self.objs[i].conn == evd || self.objs[i].conn == 0).unwrap_or(newest);
         // DAT keeps the private data valid until the EP is reset or freed: read it only
         // while that cannot have happened since the event was made.
         let readable = self.objs[i].alive && !self.objs[i].stale;
@@ -359,27 +366,32 @@ impl Seq<'_> {
         // SAFETY: a CR arrival's member.
         let d = unsafe { ev.event_data.cr_arrival_event_data };
         let sp = unsafe { d.sp_handle.psp_handle } as usize;
-        let Some(si) = self.find(sp, Kind::Psp).or_else(|| self.find(sp, Kind::Rsp)) else {
+        // The service point may be freed by now, its handle even taken by a newer one (an
+        // event queued before the free): any record of that handle may be the one meant.
+        let records: Vec<usize> = (0..self.objs.len()).rev()
+            .filter(|&i| self.objs[i].h == sp && matches!(self.objs[i].kind, Kind::Psp | Kind::Rsp)).collect();
+        let Some(&newest) = records.first() else {
             return Err(format!("CR arrival names service point {sp:#x}, which this sequence never had"));
         };
-        let (sp_evd, sp_qual, sp_ia) = (self.objs[si].evd, self.objs[si].qual, self.objs[si].ia);
-        if sp_evd != evd {
-            return Err(format!("CR for service point {sp:#x} came to EVD {evd:#x}, not its EVD {sp_evd:#x}"));
-        }
-        if d.conn_qual != sp_qual {
-            return Err(format!("CR arrival says qualifier {}, its service point listens on {sp_qual}", d.conn_qual));
-        }
+        let Some(si) = records.iter().copied().find(|&i| self.objs[i].evd == evd && self.objs[i].qual == d.conn_qual) else {
+            let o = &self.objs[newest];
+            return Err(format!("CR for service point {sp:#x} (qualifier {}) came to EVD {evd:#x}; the service point listens on {} with EVD {:#x}",
+                d.conn_qual, o.qual, o.evd));
+        };
+        let (sp_qual, sp_ia) = (self.objs[si].qual, self.objs[si].ia);
         let cr = d.cr_handle as usize;
         if cr == 0 {
             return Err("CR arrival with a NULL cr_handle".into());
         }
-        if let Some(ci) = self.find_live(cr, Kind::Cr) {
-            // The same CR again is only a handoff's doing.
-            if self.objs[ci].handoffs == 0 {
-                return Err(format!("CR {cr:#x} announced twice without a handoff"));
+        let handed = match self.handed_off.get_mut(&cr) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
             }
-            self.objs[ci].handoffs -= 1;
-            return Ok(());
+            _ => false,
+        };
+        if !handed && self.find_live(cr, Kind::Cr).is_some() {
+            return Err(format!("CR {cr:#x} announced twice without a handoff"));
         }
         let ci = self.add(Kind::Cr, hp(cr), sp_ia);
         self.objs[ci].pz = sp;
@@ -392,7 +404,7 @@ impl Seq<'_> {
         }
         let got = pdata_ok("dat_cr_query", param.private_data_size, param.private_data)?;
         // What the requester sent arrives (a transport may pad it).
-        if self.target == Target::Sock && ev.event_number == DAT_CONNECTION_REQUEST_EVENT
+        if self.target == Target::Sock && ev.event_number == DAT_CONNECTION_REQUEST_EVENT && !handed
             && !self.connects.iter().any(|(q, sent)| crate::target::port_of(*q) == crate::target::port_of(sp_qual) && got.starts_with(sent))
         {
             return Err(format!("CR on qualifier {sp_qual} carries {} bytes of private data that no connect to it sent", got.len()));

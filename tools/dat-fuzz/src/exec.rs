@@ -123,10 +123,9 @@ pub struct Obj {
     pub provider_made: bool,
     /// Reset after a connection attempt: private data of its queued events may be gone (DAT allows it).
     pub stale: bool,
-    // PSP/RSP: qualifier and EVD (`flags` unused). CR: the service point in `pz`, handoffs allowed.
+    // PSP/RSP: qualifier and EVD (`flags` unused). CR: the service point in `pz`, its EP in `conn`.
     pub qual: u64,
     pub evd: usize,
-    pub handoffs: u32,
     // RMR: the contexts its binds returned, and the last bound range.
     pub keys: Vec<u32>,
 }
@@ -213,6 +212,8 @@ pub struct Seq<'a> {
     pub connects: Vec<(u64, Vec<u8>)>,
     /// Events observed so far in this sequence.
     pub seen: u64,
+    /// CR handles handed off whose new arrival event has not come yet.
+    pub handed_off: HashMap<usize, u32>,
 }
 
 impl<'a> Seq<'a> {
@@ -395,6 +396,7 @@ impl<'a> Seq<'a> {
             canary_rkey: 0,
             connects: Vec::new(),
             seen: 0,
+            handed_off: HashMap::new(),
         };
         for (i, w) in seq.garbage.iter_mut().enumerate() {
             *w = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ops.len() as u64;
