@@ -288,9 +288,10 @@ impl Seq<'_> {
                     if let (Some(i), Some(before)) = (p.obj.filter(|_| !p.bad), before) {
                         let after = self.refresh_ep(i)?;
                         if r != DAT_SUCCESS && let Some(after) = after {
-                            // A refused modify leaves the EP as it was.
+                            // A refused modify leaves the EP as it was (its state is not compared: the
+                            // peer and the provider's threads move it meanwhile).
                             let fields = |q: &DAT_EP_PARAM| (q.pz_handle, q.recv_evd_handle, q.request_evd_handle, q.connect_evd_handle,
-                                q.ep_attr.max_recv_dtos, q.ep_attr.max_request_dtos, q.ep_attr.service_type, q.ep_state);
+                                q.ep_attr.max_recv_dtos, q.ep_attr.max_request_dtos, q.ep_attr.service_type);
                             if fields(&before) != fields(&after) {
                                 return Err(format!("dat_ep_modify returned {} but changed the EP: {:?} -> {:?}",
                                     crate::exec::name_of(r), fields(&before), fields(&after)));
@@ -477,12 +478,13 @@ impl Seq<'_> {
     /// An EVD's real queue length, for telling when completions may overflow it.
     pub fn refresh_evd(&mut self, i: usize) -> Result<(), Finding> {
         let h = self.objs[i].h;
-        // SAFETY: plain C data, a live EVD and our out-parameter.
+        // SAFETY: DAT_EVD_PARAM/DAT_EVENT are plain C data.
         let mut param: DAT_EVD_PARAM = unsafe { zeroed() };
+        // SAFETY: a live EVD and our out-parameter.
         let r = unsafe { (self.api.dat_evd_query)(hp(h), DAT_EVD_FIELD_ALL as _, &mut param) };
         self.check("dat_evd_query", Pick { h: hp(h), bad: false, ia: None, obj: Some(i) }, r)?;
         if r == DAT_SUCCESS {
-            // The provider's view: flags 0 stand for the default set.
+            // What the provider made: the real queue length and flags.
             (self.objs[i].qlen, self.objs[i].flags) = (param.evd_qlen, param.evd_flags);
         }
         Ok(())

@@ -242,8 +242,9 @@ impl Seq<'_> {
             let Some(i) = self.find_live(h, Kind::Evd) else { continue };
             let p = Pick { h: hp(h), bad: false, ia: Some(self.objs[i].ia), obj: Some(i) };
             for _ in 0..1024 {
-                // SAFETY: plain C data, a live EVD and our out-parameter.
+                // SAFETY: DAT_EVD_PARAM/DAT_EVENT are plain C data.
                 let mut e: DAT_EVENT = unsafe { zeroed() };
+                // SAFETY: a live EVD and our event.
                 let r = unsafe { (self.api.dat_evd_dequeue)(p.h, &mut e) };
                 self.check("dat_evd_dequeue", p, r)?;
                 if r != DAT_SUCCESS {
@@ -287,7 +288,9 @@ impl Seq<'_> {
         match flag {
             DAT_EVD_DTO_FLAG => self.dto_event(evd, ev),
             DAT_EVD_RMR_BIND_FLAG => {
+                // SAFETY: the event number names this member; the cookie is a plain 8-byte union.
                 let d = unsafe { ev.event_data.rmr_completion_event_data };
+                // SAFETY: as above.
                 let cookie = unsafe { d.user_cookie.as_64 };
                 match self.binds.get_mut(&cookie) {
                     Some((rmr, seen)) if *rmr == d.rmr_handle as usize && !*seen && d.status <= DAT_DTO_ERR_LOCAL_MM_ERROR => {
@@ -300,6 +303,7 @@ impl Seq<'_> {
             DAT_EVD_CR_FLAG => self.cr_event(evd, ev),
             DAT_EVD_CONNECTION_FLAG => self.conn_event(evd, ev),
             DAT_EVD_ASYNC_FLAG => {
+                // SAFETY: the event number names this member.
                 let d = unsafe { ev.event_data.asynch_error_event_data };
                 if n == DAT_ASYNC_ERROR_EVD_OVERFLOW {
                     // Completions were dropped for lack of room: none of that EVD's can be counted as lost.
@@ -310,6 +314,7 @@ impl Seq<'_> {
                 Ok(())
             }
             _ => {
+                // SAFETY: the event number names this member.
                 let v = unsafe { ev.event_data.software_event_data.pointer } as u64;
                 match self.software.get_mut(&v) {
                     Some((e, seen)) if *e == evd && !*seen => {
@@ -365,6 +370,7 @@ impl Seq<'_> {
     fn cr_event(&mut self, evd: usize, ev: &DAT_EVENT) -> Result<(), Finding> {
         // SAFETY: a CR arrival's member.
         let d = unsafe { ev.event_data.cr_arrival_event_data };
+        // SAFETY: PSP and RSP handles share the union.
         let sp = unsafe { d.sp_handle.psp_handle } as usize;
         // The service point may be freed by now, its handle even taken by a newer one (an
         // event queued before the free): any record of that handle may be the one meant.
@@ -395,8 +401,9 @@ impl Seq<'_> {
         }
         let ci = self.add(Kind::Cr, hp(cr), sp_ia);
         self.objs[ci].pz = sp;
-        // SAFETY: plain C data, the CR just announced and our out-parameter.
+        // SAFETY: DAT_CR_PARAM is plain C data.
         let mut param: DAT_CR_PARAM = unsafe { zeroed() };
+        // SAFETY: the CR just announced and our out-parameter.
         let r = unsafe { (self.api.dat_cr_query)(hp(cr), DAT_CR_FIELD_ALL as _, &mut param) };
         self.check("dat_cr_query", Pick { h: hp(cr), bad: false, ia: Some(sp_ia), obj: Some(ci) }, r)?;
         if r != DAT_SUCCESS {

@@ -348,6 +348,7 @@ impl Seq<'_> {
         STATS.completions.fetch_add(1, Ordering::Relaxed);
         // SAFETY: a DTO event's member.
         let d = unsafe { ev.event_data.dto_completion_event_data };
+        // SAFETY: a plain 8-byte union.
         let cookie = unsafe { d.user_cookie.as_64 };
         let ep = d.ep_handle as usize;
         let Some(&i) = self.cookies.get(&cookie) else {

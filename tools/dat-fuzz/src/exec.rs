@@ -538,6 +538,7 @@ impl<'a> Seq<'a> {
             }
             let h = live[round % live.len()];
             let p = self.pick(Sel::Exact(h), Kind::Evd);
+            // SAFETY: DAT_EVENT is plain C data.
             let (mut e, mut n): (DAT_EVENT, DAT_COUNT) = (unsafe { std::mem::zeroed() }, 0);
             let us = left.min(Duration::from_millis(20)).as_micros() as u32;
             // SAFETY: a live EVD of this sequence and our event.
