@@ -6,6 +6,8 @@
  */
 #include "harness.h"
 
+#include <dat2/dat_ib_extensions.h>
+
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -1452,6 +1454,18 @@ static void case_extension_op(void)
 	else {
 		cover("dat_extension_op");
 		g_stats.errors++;
+	}
+	/* dat-fuzz finding: a freed handle is refused before the op is looked at
+	 * (not asked of the reference, which would read the freed object). */
+	if (!g_ref) {
+		DAT_PZ_HANDLE pz = NULL;
+
+		if (CALL(dat_pz_create(ia, &pz)) == DAT_SUCCESS && CALL(dat_pz_free(pz)) == DAT_SUCCESS) {
+			CHECK_RC(dat_extension_op(pz, 0x7ffe), BAD_HANDLE(DAT_INVALID_HANDLE1),
+				 "dat_extension_op(freed PZ, unknown op)");
+			CHECK_RC(dat_extension_op(pz, DAT_IB_COLLECTIVE_BARRIER_OP), BAD_HANDLE(DAT_INVALID_HANDLE1),
+				 "dat_extension_op(freed PZ, collective barrier)");
+		}
 	}
 	close_ia(ia, DAT_CLOSE_GRACEFUL_FLAG, "dat_ia_close");
 }

@@ -10,6 +10,7 @@
  */
 #include "harness.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -535,6 +536,86 @@ static void case_abrupt_close_releases(void)
 	g_stats.faults++;
 }
 
+/* dat-fuzz finding: an IA closed right after dat_psp_create kept the
+ * listener (the sock provider's progress thread stopped with the listen
+ * command still queued, and its socket was never closed), so the qualifier
+ * stayed in use for the rest of the process. Every round must get the
+ * qualifier again; the race came within a few rounds. */
+static void case_close_frees_qualifier(void)
+{
+	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
+	int refused = 0, rounds = 100;
+
+	for (int round = 0; round < rounds; round++) {
+		DAT_IA_HANDLE ia = open_ia(g_ia);
+		DAT_EVD_HANDLE cr = DAT_HANDLE_NULL;
+		DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+
+		if (!ia)
+			return;
+		CHECK_RC(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr), DAT_SUCCESS, "dat_evd_create(CR)");
+		if (CALL(dat_psp_create(ia, qual, cr, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
+			refused++;
+		close_ia(ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close(ABRUPT) right after dat_psp_create");
+	}
+	CHECK(refused == 0, "dat_psp_create refused qualifier %llu in %d of %d rounds: an earlier close kept it",
+	      (unsigned long long)qual, refused, rounds);
+	g_stats.faults++;
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* dat-fuzz finding: an IA closed while a connect to its own PSP was on its
+ * way left the connection request nobody had heard of yet (the sock
+ * provider's id of it) holding the IA's shared state and two eventfds.
+ * After warm-up rounds, further rounds must not leave descriptors behind. */
+static void case_connect_close_releases(void)
+{
+	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
+	int warm = -1, now = -1, rounds = 100;
+
+	for (int round = 0; round < rounds; round++) {
+		DAT_IA_HANDLE ia = open_ia(g_ia);
+		DAT_IA_ATTR attr;
+		DAT_EVD_HANDLE async = DAT_HANDLE_NULL, dto = DAT_HANDLE_NULL, cr = DAT_HANDLE_NULL;
+		DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+		DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+		DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+
+		if (!ia)
+			return;
+		CHECK_RC(dat_ia_query(ia, &async, DAT_IA_FIELD_IA_ADDRESS_PTR, &attr, 0, NULL), DAT_SUCCESS, "dat_ia_query");
+		CHECK_RC(dat_pz_create(ia, &pz), DAT_SUCCESS, "dat_pz_create");
+		CHECK_RC(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto), DAT_SUCCESS, "dat_evd_create(DTO)");
+		CHECK_RC(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG | DAT_EVD_CONNECTION_FLAG, &cr), DAT_SUCCESS,
+			 "dat_evd_create(CR, connection)");
+		CHECK_RC(dat_ep_create(ia, pz, dto, dto, cr, NULL, &ep), DAT_SUCCESS, "dat_ep_create");
+		CHECK_RC(dat_psp_create(ia, qual, cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS, "dat_psp_create");
+		CHECK_RC(dat_ep_connect(ep, attr.ia_address_ptr, qual, 5 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
+					DAT_CONNECT_DEFAULT_FLAG), DAT_SUCCESS, "dat_ep_connect(own PSP)");
+		close_ia(ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close(ABRUPT) with a connect on its way to its own PSP");
+		if (round == 9)
+			warm = open_fds();
+	}
+	/* Threads of the last IAs may still be ending. */
+	for (int i = 0; i < 200 && (now = open_fds()) != warm; i++)
+		usleep(10000);
+	CHECK(now == warm, "%d descriptors open after round 10, %d after round %d: closes leave some behind", warm, now,
+	      rounds);
+	g_stats.faults++;
+}
+
 /* More receives than the queue holds: DAT_INSUFFICIENT_RESOURCES; a send
  * with no receive waiting is held (RNR), not lost, until one is posted. */
 static void case_recv_overrun(void)
@@ -754,6 +835,8 @@ const struct tcase faults_cases[] = {
 	CASE("faults", abrupt_close_releases, 0),
 	CASE("faults", recv_overrun, 1),
 	CASE("faults", cq_overflow, 1),
+	CASE("faults", close_frees_qualifier, 0),
+	CASE("faults", connect_close_releases, 0),
 	CASE("faults", cancel_waiter, 1),
 };
 const int faults_ncases = sizeof(faults_cases) / sizeof(faults_cases[0]);

@@ -33,6 +33,7 @@ DAT_RETURN daplibv_ext_query_counters(DAT_HANDLE h, int cntr, DAT_UINT64 *out, i
 DAT_RETURN daplibv_ext_print_counters(DAT_HANDLE h, int cntr, int reset);
 DAT_RETURN daplibv_ext_start_counter(DAT_HANDLE ia, int type);
 DAT_RETURN daplibv_ext_stop_counter(DAT_HANDLE ia, int type);
+DAT_RETURN daplibv_ext_unsupported(DAT_HANDLE h);
 
 /* dat_ib_print_counters writes through the consumer's own stdio stream,
  * so its lines stay in order with what the program printf()s around them. */
@@ -108,9 +109,11 @@ DAT_RETURN daplibv_extension(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args
 	case DAT_IB_STOP_COUNTERS_OP:
 		return daplibv_ext_stop_counter(handle, va_arg(args, int));
 	default:
-		/* Collectives: see README's coverage table. The error class
-		 * bit, as the registry returns for an empty slot. */
-		return (DAT_RETURN)(DAT_CLASS_ERROR | DAT_NOT_IMPLEMENTED);
+		/* Collectives (see README's coverage table) and unknown ops:
+		 * DAT_NOT_IMPLEMENTED, but a freed or foreign handle is
+		 * DAT_INVALID_HANDLE first, as for every other call (the
+		 * registry only checked that the handle names a provider). */
+		return daplibv_ext_unsupported(handle);
 	}
 	p.cookie = cookie.as_64;
 	return daplibv_ext_post(handle, (int)op, &p);

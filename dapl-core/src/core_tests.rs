@@ -329,3 +329,124 @@ fn a_consumer_ia_handle_in_place_of_an_object_is_refused_not_read() {
     // SAFETY: the setup's IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
+
+/// dat-fuzz finding 2: an extension op the core does not implement (a
+/// collective) on a freed handle said DAT_NOT_IMPLEMENTED: the registry
+/// passes freed handles on (their slot still names our table), and the C
+/// shim answered before looking at the handle.
+#[test]
+fn an_unimplemented_extension_op_on_a_freed_handle_is_invalid_handle() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-ext-unsupported");
+    let mut freed = null_mut();
+    // SAFETY: consumer calls on the setup's IA with our out-pointer.
+    unsafe {
+        ok(pz::create::<T>(s.ia, &mut freed));
+        ok(pz::free::<T>(freed));
+    }
+    let r = crate::extension::unsupported::<T>(freed);
+    assert_eq!(r & DAT_TYPE_MASK, DAT_INVALID_HANDLE, "freed PZ: {r:#x}");
+    let r = crate::extension::unsupported::<T>(s.pz);
+    assert_eq!(r & DAT_TYPE_MASK, DAT_NOT_IMPLEMENTED, "live PZ: {r:#x}");
+    // SAFETY: the setup's IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}
+
+/// dat-fuzz finding 3: an atomic (dat_ib_post_fetch_and_add) on a handle
+/// that is not an EP checked its remote address before the handle, and
+/// answered DAT_INVALID_PARAMETER for a wrong-type handle.
+#[test]
+fn an_atomic_on_a_handle_that_is_no_ep_is_invalid_handle() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-ext-atomic-handle");
+    let mut l = triplet(0, 8);
+    // Misaligned remote: the argument check that used to answer first.
+    let remote = DAT_RMR_TRIPLET { virtual_address: 0x1003, segment_length: 8, rmr_context: 1 };
+    let p = crate::extension::ExtPost {
+        segments: 1,
+        local: &mut l,
+        cookie: 7,
+        remote: &remote,
+        cmp_add: 1,
+        swap: 0,
+        immed: 0,
+        ah: std::ptr::null(),
+        flags: 0,
+    };
+    for h in [s.pz, s.dto, s.ia] {
+        // SAFETY: our argument block; the handle is what is under test.
+        let r = unsafe { crate::extension::ext_post::<T>(h, DAT_IB_FETCH_AND_ADD_OP as i32, &p) };
+        assert_eq!(r & DAT_TYPE_MASK, DAT_INVALID_HANDLE, "handle {h:p}: {r:#x}");
+    }
+    // SAFETY: as above, on the EP: now the argument is what is refused.
+    let r = unsafe { crate::extension::ext_post::<T>(s.ep, DAT_IB_FETCH_AND_ADD_OP as i32, &p) };
+    assert_eq!(r & DAT_TYPE_MASK, DAT_INVALID_PARAMETER, "EP: {r:#x}");
+    // SAFETY: the setup's IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}
+
+/// dat-fuzz finding 4: dat_ep_modify swapped the PZ, then refused the
+/// connection EVD (no CONNECTION stream) and returned DAT_INVALID_HANDLE
+/// with the new PZ recorded and the QP still on the old PZ's PD. A refused
+/// modify leaves the EP as it was; a PZ of another IA is refused.
+#[test]
+fn a_refused_ep_modify_changes_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-modify-a");
+    let other = setup("mock-modify-b");
+    let mut pz2 = null_mut();
+    // SAFETY: consumer calls with live handles and our out-pointers.
+    unsafe {
+        ok(pz::create::<T>(s.ia, &mut pz2));
+        let query = |h| {
+            let mut p: DAT_EP_PARAM = std::mem::zeroed();
+            ok(ep::query::<T>(h, DAT_EP_FIELD_ALL as _, &mut p));
+            (p.pz_handle, p.recv_evd_handle, p.request_evd_handle, p.connect_evd_handle)
+        };
+        let before = query(s.ep);
+        let mut p: DAT_EP_PARAM = std::mem::zeroed();
+        p.pz_handle = pz2;
+        // A DTO-only EVD where the connection EVD goes.
+        p.connect_evd_handle = s.dto;
+        let mask = (DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_CONNECT_EVD_HANDLE) as DAT_EP_PARAM_MASK;
+        let r = ep::modify::<T>(s.ep, mask, &p);
+        assert_eq!(r & DAT_TYPE_MASK, DAT_INVALID_HANDLE, "{r:#x}");
+        assert_eq!(query(s.ep), before, "a refused modify changed the EP");
+        // The new PZ is not held by the EP: it frees.
+        ok(pz::free::<T>(pz2));
+        // A PZ of another IA.
+        p.pz_handle = other.pz;
+        let r = ep::modify::<T>(s.ep, DAT_EP_FIELD_PZ_HANDLE as DAT_EP_PARAM_MASK, &p);
+        assert_eq!(r & DAT_TYPE_MASK, DAT_INVALID_HANDLE, "PZ of another IA: {r:#x}");
+        assert_eq!(query(s.ep), before);
+        ok(ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG));
+        ok(ia::close::<T>(other.ia, DAT_CLOSE_ABRUPT_FLAG));
+    }
+}
+
+/// dat-fuzz finding 7 (memcheck: a use after free): the peer's accept data
+/// came with ESTABLISHED, then a DISCONNECTED without private data was
+/// posted before the consumer dequeued ESTABLISHED. That freed the buffer
+/// ESTABLISHED points at; DAT keeps it valid until the EP is reset or freed.
+#[test]
+fn connection_private_data_outlives_later_events() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-pdata-lifetime");
+    let id = connect(&s, b"welcome");
+    // The peer goes away before the consumer looked at anything.
+    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    let established = dequeue(s.conn).expect("established");
+    // SAFETY: connection events fill this member.
+    let d = unsafe { established.event_data.connect_event_data };
+    assert_eq!((established.event_number, d.private_data_size), (DAT_CONNECTION_EVENT_ESTABLISHED, 7));
+    {
+        // The event points into the buffer the EP still owns, not a freed one.
+        let keep = ep::get::<T>(s.ep).unwrap().peer_pdata.lock().unwrap();
+        assert_eq!(d.private_data as *const u8, keep.as_ptr(), "ESTABLISHED's private data was replaced under it");
+        assert_eq!(keep.as_slice(), b"welcome");
+    }
+    let (n, pdata) = conn_of(&dequeue(s.conn).expect("disconnected"));
+    assert_eq!((n, pdata.len()), (DAT_CONNECTION_EVENT_DISCONNECTED, 0));
+    // SAFETY: the setup's IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

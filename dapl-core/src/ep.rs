@@ -211,13 +211,21 @@ impl<T: Provider> Ep<T> {
             log::warn!("EP {me:p}: connection event {number:#x} with no connection EVD");
             return;
         };
+        // DAT: an event's private data stays valid until the EP is freed or
+        // reset, so an event without any (DISCONNECTED after an ESTABLISHED
+        // that carried the peer's accept data, both still queued) must not
+        // free the buffer the earlier event points at (dat-fuzz finding 7,
+        // a use after free memcheck saw). A new connection attempt needs a
+        // reset first, so only then is the buffer replaced.
         let mut keep = self.peer_pdata.lock().unwrap_or_else(|e| e.into_inner());
-        *keep = pdata.to_vec();
+        if !pdata.is_empty() {
+            *keep = pdata.to_vec();
+        }
         let mut ev = evd::new_event(number);
         ev.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA {
             ep_handle: me,
-            private_data_size: keep.len() as DAT_COUNT,
-            private_data: if keep.is_empty() { std::ptr::null_mut() } else { keep.as_ptr() as DAT_PVOID },
+            private_data_size: pdata.len() as DAT_COUNT,
+            private_data: if pdata.is_empty() { std::ptr::null_mut() } else { keep.as_ptr() as DAT_PVOID },
         };
         drop(keep);
         evd.counters.add(DCNT_EVD_CONN_CALLBACK, 1);
@@ -469,6 +477,41 @@ pub unsafe extern "C" fn modify<T: Provider>(h: DAT_EP_HANDLE, mask: DAT_EP_PARA
         let posted = ep.recv_ring.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.posted() - r.done.load(Ordering::Acquire)).unwrap_or(0);
         if posted != 0 {
             return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
+        }
+        // Every new handle is checked before anything changes: a refused
+        // modify must leave the EP as it was (dat-fuzz finding 4: a bad EVD
+        // after a good PZ left the new PZ recorded, the QP still on the old
+        // one's PD, and the old PZ free to be freed under it). A PZ of
+        // another IA is refused as dat_ep_create refuses it.
+        let evd_ok = |new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
+            if !new.is_null() {
+                let e = evd::require::<T>(new, flag, minor)?;
+                if flag == DAT_EVD_DTO_FLAG && !std::ptr::eq(e.ia, ep.ia) {
+                    return Err(invalid_handle(minor));
+                }
+            }
+            Ok(())
+        };
+        let checked = (|| {
+            if mask & DAT_EP_FIELD_PZ_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                match handle::get::<Pz<T>>(p.pz_handle) {
+                    Ok(pz) if std::ptr::eq(pz.ia, ep.ia) => {}
+                    _ => return Err(invalid_handle(DAT_INVALID_HANDLE_PZ)),
+                }
+            }
+            if mask & DAT_EP_FIELD_RECV_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                evd_ok(p.recv_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV)?;
+            }
+            if mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                evd_ok(p.request_evd_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST)?;
+            }
+            if mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE as DAT_EP_PARAM_MASK != 0 {
+                evd_ok(p.connect_evd_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = checked {
+            return e;
         }
         let swap = |slot: &AtomicUsize, new: DAT_HANDLE, flag: DAT_EVD_FLAGS, minor: u32| -> Result<(), DAT_RETURN> {
             if !new.is_null() {

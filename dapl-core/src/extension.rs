@@ -20,21 +20,26 @@ unsafe extern "C" {
 /// Mirrors `struct daplibv_ext_post` in csrc/extension_args.c.
 #[repr(C)]
 pub struct ExtPost {
-    segments: DAT_COUNT,
-    local: *mut DAT_LMR_TRIPLET,
-    cookie: DAT_UINT64,
-    remote: *const DAT_RMR_TRIPLET,
-    cmp_add: DAT_UINT64,
-    swap: DAT_UINT64,
-    immed: DAT_UINT32,
-    ah: *const DAT_IB_ADDR_HANDLE,
-    flags: DAT_COMPLETION_FLAGS,
+    pub(crate) segments: DAT_COUNT,
+    pub(crate) local: *mut DAT_LMR_TRIPLET,
+    pub(crate) cookie: DAT_UINT64,
+    pub(crate) remote: *const DAT_RMR_TRIPLET,
+    pub(crate) cmp_add: DAT_UINT64,
+    pub(crate) swap: DAT_UINT64,
+    pub(crate) immed: DAT_UINT32,
+    pub(crate) ah: *const DAT_IB_ADDR_HANDLE,
+    pub(crate) flags: DAT_COMPLETION_FLAGS,
 }
 
 /// # Safety
 /// `p` points at the arguments the C side unpacked for this call.
 pub unsafe fn ext_post<T: Provider>(h: DAT_HANDLE, op: c_int, p: *const ExtPost) -> DAT_RETURN {
     guard("dat_extension_op", || {
+        // The EP first, as every post does: an atomic's argument checks below
+        // must not answer for a freed or wrong-type handle (dat-fuzz finding 3).
+        if let Err(e) = ep::get::<T>(h) {
+            return e;
+        }
         // SAFETY: the C caller passes its stack struct.
         let p = unsafe { &*p };
         // SAFETY: null-checked consumer triplet.
@@ -83,6 +88,17 @@ pub unsafe fn ext_post<T: Provider>(h: DAT_HANDLE, op: c_int, p: *const ExtPost)
             _ => return dat_abi::status::NOT_IMPLEMENTED,
         };
         ep::post_request::<T>(h, p.segments, p.local, cookie, &req, p.flags)
+    })
+}
+
+/// An extension op this core does not implement (the collectives, unknown
+/// numbers), on handle `h`: DAT_INVALID_HANDLE unless `h` is a live object
+/// of this provider, DAT_NOT_IMPLEMENTED otherwise. The registry lets a
+/// freed handle through (its slot still names our table), so the check is ours.
+pub fn unsupported<T: Provider>(h: DAT_HANDLE) -> DAT_RETURN {
+    guard("dat_extension_op", || match crate::handle::kind_of::<T>(h) {
+        Some(_) => dat_abi::status::NOT_IMPLEMENTED,
+        None => dat_abi::status::invalid_handle(DAT_INVALID_HANDLE1),
     })
 }
 

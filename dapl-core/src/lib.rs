@@ -80,7 +80,7 @@ pub use up::Up;
 #[doc(hidden)]
 pub mod __entry {
     pub use crate::counter_calls::{print_counters, query_counters, start_counter, stop_counter};
-    pub use crate::extension::{ExtPost, close_query, ext_post, open_query, ud_ah_free, ud_cm_free};
+    pub use crate::extension::{ExtPost, close_query, ext_post, open_query, ud_ah_free, ud_cm_free, unsupported};
     pub use crate::registry::{fini, init};
 }
 
@@ -186,6 +186,11 @@ macro_rules! entry_points {
             unsafe extern "C" fn daplibv_ext_stop_counter(h: DAT_HANDLE, t: c_int) -> DAT_RETURN {
                 // SAFETY: see above.
                 unsafe { e::stop_counter::<$t>(h, t) }
+            }
+
+            #[unsafe(no_mangle)]
+            extern "C" fn daplibv_ext_unsupported(h: DAT_HANDLE) -> DAT_RETURN {
+                e::unsupported::<$t>(h)
             }
         };
     };

@@ -68,6 +68,16 @@ pub fn state_of(key: u64) -> Option<Arc<IdState>> {
     lock(&IDS).as_ref().and_then(|m| m.get(&key).cloned())
 }
 
+/// Forgets the ids of an IA whose threads have stopped. The core destroys
+/// every id it heard of; one it never heard of (a request whose event was
+/// still queued when the event thread stopped) would keep the IA's shared
+/// state, and its two eventfds, for the rest of the process.
+pub fn forget_ids_of(shared: &Arc<Shared>) {
+    if let Some(m) = lock(&IDS).as_mut() {
+        m.retain(|_, st| !Arc::ptr_eq(&st.shared, shared));
+    }
+}
+
 /// A connection id: a key into the table of live ids, so a stale copy
 /// (the core keeps them by value) finds nothing once destroyed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -286,6 +286,8 @@ impl Drop for Device {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // The core's event thread stopped before this (Ia drops it first).
+        super::cm::forget_ids_of(&self.shared);
     }
 }
 

@@ -345,6 +345,15 @@ impl Progress {
             }
             self.expire();
         }
+        // Commands queued since the last wakeup (a dat_psp_create right before
+        // the IA closed) carry sockets: take them over, so the loops below close
+        // them. Left in the queue they leaked, and a listener kept its port for
+        // the life of the process (dat-fuzz, conformance close_frees_qualifier).
+        loop {
+            let cmd = lock(&self.shared.cmds).pop_front();
+            let Some(cmd) = cmd else { break };
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.command(cmd)));
+        }
         for (_, c) in self.conns.drain() {
             // SAFETY: our sockets, closed once at shutdown.
             unsafe { libc::close(c.fd) };

@@ -11,6 +11,8 @@ macro_rules! api {
         pub struct Api {
             _lib: libloading::Library,
             $(pub $name: unsafe extern "C" fn($($arg),*) -> DAT_RETURN,)*
+            /// Variadic, so outside the list.
+            pub dat_extension_op: ExtensionOp,
         }
 
         impl Api {
@@ -22,7 +24,9 @@ macro_rules! api {
                     // SAFETY: the type is the prototype in include/dat2 for this exported name.
                     let $name = unsafe { *lib.get::<unsafe extern "C" fn($($arg),*) -> DAT_RETURN>(concat!(stringify!($name), "\0").as_bytes())? };
                 )*
-                Ok(Api { _lib: lib, $($name,)* })
+                // SAFETY: the prototype in include/dat2/dat.h.
+                let dat_extension_op = unsafe { *lib.get::<ExtensionOp>(b"dat_extension_op\0")? };
+                Ok(Api { _lib: lib, $($name,)* dat_extension_op })
             }
         }
     };
@@ -86,7 +90,25 @@ api! {
     dat_set_consumer_context(DAT_HANDLE, DAT_CONTEXT);
     dat_get_consumer_context(DAT_HANDLE, *mut DAT_CONTEXT);
     dat_get_handle_type(DAT_HANDLE, *mut DAT_HANDLE_TYPE);
+    dat_ep_modify(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, *const DAT_EP_PARAM);
+    dat_ep_dup_connect(DAT_EP_HANDLE, DAT_EP_HANDLE, DAT_TIMEOUT, DAT_COUNT, DAT_PVOID, DAT_QOS);
+    dat_ep_recv_query(DAT_EP_HANDLE, *mut DAT_COUNT, *mut DAT_COUNT);
+    dat_ep_set_watermark(DAT_EP_HANDLE, DAT_COUNT, DAT_COUNT);
+    dat_cno_wait(DAT_CNO_HANDLE, DAT_TIMEOUT, *mut DAT_EVD_HANDLE);
+    dat_cno_query(DAT_CNO_HANDLE, DAT_CNO_PARAM_MASK, *mut DAT_CNO_PARAM);
+    dat_evd_modify_cno(DAT_EVD_HANDLE, DAT_CNO_HANDLE);
+    dat_cr_handoff(DAT_CR_HANDLE, DAT_CONN_QUAL);
+    dat_psp_create_any(DAT_IA_HANDLE, *mut DAT_CONN_QUAL, DAT_EVD_HANDLE, DAT_PSP_FLAGS, *mut DAT_PSP_HANDLE);
+    dat_rsp_query(DAT_RSP_HANDLE, DAT_RSP_PARAM_MASK, *mut DAT_RSP_PARAM);
+    dat_srq_resize(DAT_SRQ_HANDLE, DAT_COUNT);
+    dat_srq_set_lw(DAT_SRQ_HANDLE, DAT_COUNT);
+    dat_lmr_sync_rdma_read(DAT_IA_HANDLE, *const DAT_LMR_TRIPLET, DAT_VLEN);
+    dat_lmr_sync_rdma_write(DAT_IA_HANDLE, *const DAT_LMR_TRIPLET, DAT_VLEN);
 }
+
+/// `dat_extension_op` is variadic, so it is bound apart from the table above.
+pub type ExtensionOp = unsafe extern "C" fn(DAT_HANDLE, DAT_EXTENDED_OP, ...) -> DAT_RETURN;
+
 
 /// The live-object counters `libdaplmock.so.2` exports.
 pub struct Live {

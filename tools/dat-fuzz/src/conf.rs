@@ -4,6 +4,7 @@
 //! crashed nor hung.
 
 use crate::api::Api;
+use crate::target::Target;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -11,11 +12,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn field(provider: String) -> impl Strategy<Value = String> {
+fn field(provider: String, target: Target) -> impl Strategy<Value = String> {
     prop_oneof![
-        Just("fuzz-mock".to_string()),
+        Just(target.name().to_string()),
         Just(provider),
-        Just("\"mock0 1\"".to_string()),
+        Just(target.ia_params().to_string()),
+        Just("\"lo 0\"".to_string()),
+        Just("\"127.0.0.1 0\"".to_string()),
         Just("u2.0".to_string()),
         Just("u1.2".to_string()),
         Just("nonthreadsafe".to_string()),
@@ -31,8 +34,8 @@ fn field(provider: String) -> impl Strategy<Value = String> {
     ]
 }
 
-fn line(provider: String) -> impl Strategy<Value = Vec<u8>> {
-    let valid = format!("fuzz-mock u2.0 nonthreadsafe default {provider} dapl.2.0 \"mock0 1\" \"\"");
+fn line(provider: String, target: Target) -> impl Strategy<Value = Vec<u8>> {
+    let valid = format!("{} u2.0 nonthreadsafe default {provider} dapl.2.0 {} \"\"", target.name(), target.ia_params());
     prop_oneof![
         // A real entry, then cut or with bytes flipped.
         (Just(valid.clone()), any::<prop::sample::Index>(), prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4))
@@ -48,31 +51,31 @@ fn line(provider: String) -> impl Strategy<Value = Vec<u8>> {
                 b
             }),
         // Eight-odd fields from a pool, with whatever spacing.
-        prop::collection::vec((field(provider), prop_oneof![Just(" "), Just("\t"), Just("  "), Just("")]), 0..12)
+        prop::collection::vec((field(provider, target), prop_oneof![Just(" "), Just("\t"), Just("  "), Just("")]), 0..12)
             .prop_map(|v| v.into_iter().flat_map(|(f, s)| [f, s.to_string()]).collect::<String>().into_bytes()),
         prop::collection::vec(any::<u8>(), 0..300),
     ]
 }
 
-fn file(provider: String) -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec((line(provider), prop_oneof![Just(&b"\n"[..]), Just(&b"\r\n"[..]), Just(&b""[..])]), 0..12)
+fn file(provider: String, target: Target) -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec((line(provider, target), prop_oneof![Just(&b"\n"[..]), Just(&b"\r\n"[..]), Just(&b""[..])]), 0..12)
         .prop_map(|v| v.into_iter().flat_map(|(mut l, e)| { l.extend_from_slice(e); l }).collect())
 }
 
 /// Runs `n` random files; returns the number of findings (crash or hang).
-pub fn run(lib_dir: &Path, dir: &Path, n: u64, seed: u64, hang_secs: u64) -> u64 {
+pub fn run(lib_dir: &Path, dir: &Path, n: u64, seed: u64, hang_secs: u64, target: Target) -> u64 {
     let me = std::env::current_exe().expect("own path");
-    let provider = lib_dir.join("libdaplmock.so").display().to_string();
+    let provider = target.library(lib_dir).display().to_string();
     let mut key = [0xc0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
     let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &key));
-    let strategy = file(provider);
+    let strategy = file(provider, target);
     let conf = dir.join("random.conf");
     for i in 0..n {
         let bytes = strategy.new_tree(&mut runner).expect("a dat.conf").current();
         std::fs::write(&conf, &bytes).unwrap();
         let mut child = Command::new(&me)
-            .arg("--conf-child").arg(lib_dir.join("libdat2.so.2")).arg(&conf)
+            .arg("--conf-child").arg(lib_dir.join("libdat2.so.2")).arg(&conf).arg(target.name())
             .stdout(Stdio::null()).stderr(Stdio::null())
             .spawn().expect("spawn the conf child");
         let start = Instant::now();
@@ -98,8 +101,8 @@ pub fn run(lib_dir: &Path, dir: &Path, n: u64, seed: u64, hang_secs: u64) -> u64
     0
 }
 
-/// In the child: list the providers of `conf` and open (and close) each.
-pub fn child(lib: &Path, conf: &Path) -> i32 {
+/// In the child: list the providers of `conf` and open (and close) each, and `name`.
+pub fn child(lib: &Path, conf: &Path, name: &str) -> i32 {
     // SAFETY: single-threaded here, before the registry reads the environment.
     unsafe { std::env::set_var("DAT_OVERRIDE", conf) };
     let api = Api::load(lib).expect("load libdat2.so.2");
@@ -109,7 +112,7 @@ pub fn child(lib: &Path, conf: &Path) -> i32 {
         let mut ptrs: Vec<*mut dat_abi::DAT_PROVIDER_INFO> = infos.iter_mut().map(|p| p as *mut _).collect();
         let mut count = 0;
         let r = (api.dat_registry_list_providers)(64, &mut count, ptrs.as_mut_ptr());
-        let mut names: Vec<Vec<std::os::raw::c_char>> = vec![b"fuzz-mock\0".iter().map(|&b| b as _).collect()];
+        let mut names: Vec<Vec<std::os::raw::c_char>> = vec![name.bytes().chain([0]).map(|b| b as _).collect()];
         if r == 0 {
             for info in infos.iter().take(count.clamp(0, 64) as usize) {
                 let n = &info.ia_name;
