@@ -94,10 +94,12 @@ check "libdat2.so.2 -> libdat2.so.2.0.0" test "$(readlink "$L/libdat2.so.2")" = 
 check "libdat2.so -> libdat2.so.2 (for -ldat2)" test "$(readlink "$L/libdat2.so")" = libdat2.so.2
 check "libdaplibv.so.2.0.0 has soname libdaplibv.so.2" soname_is "$L/libdaplibv.so.2.0.0" libdaplibv.so.2
 check "libdaplibv.so.2 -> libdaplibv.so.2.0.0" test "$(readlink "$L/libdaplibv.so.2")" = libdaplibv.so.2.0.0
+check "libdaplsock.so.2.0.0 has soname libdaplsock.so.2" soname_is "$L/libdaplsock.so.2.0.0" libdaplsock.so.2
+check "libdaplsock.so.2 -> libdaplsock.so.2.0.0" test "$(readlink "$L/libdaplsock.so.2")" = libdaplsock.so.2.0.0
 check "libdat2 exports dat_ia_openv@DAT_2.0" sh -c "nm -D --defined-only '$L/libdat2.so.2.0.0' | grep -q ' dat_ia_openv@@DAT_2.0$'"
 check "include/dat2: the 11 public headers" test "$(ls "$stage/usr/include/dat2"/*.h | wc -l)" = 11
 check "dat-info and dat-perf in bindir" test -x "$stage/usr/bin/dat-info" -a -x "$stage/usr/bin/dat-perf"
-for page in man1/dat-info.1 man1/dat-perf.1 man5/daplibv.5; do
+for page in man1/dat-info.1 man1/dat-perf.1 man5/daplibv.5 man5/daplsock.5; do
     check "man -l renders $page" man_renders "$stage/usr/share/man/$page"
 done
 conf=$stage/etc/dat.conf
