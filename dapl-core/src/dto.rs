@@ -43,9 +43,10 @@ unsafe impl Sync for SlotCell {}
 /// slots in use: a backend may free a queue entry when it writes the
 /// completion (rxe, sock), not when the consumer reads it, so a consumer
 /// whose reaper lags can post again while older completions still wait in
-/// the CQ. A claim that would land on such a slot is refused (the post
-/// fails with DAT_INSUFFICIENT_RESOURCES, as DAPL's cookie buffer refuses
-/// it) rather than overwrite a cookie not yet reported.
+/// the CQ. A claim that would land on such a slot passes over it to the
+/// next; only when every slot waits to be read is the post refused (with
+/// DAT_INSUFFICIENT_RESOURCES, as DAPL's cookie buffer refuses it), never
+/// is a cookie not yet reported overwritten.
 pub struct Ring {
     slots: &'static [SlotCell],
     /// `slots.len() - 1`; the length is a power of two.
@@ -82,20 +83,31 @@ impl Ring {
         Ring { slots, mask: size - 1, next: AtomicUsize::new(0), done }
     }
 
-    /// Claims the next slot, fills it and returns the wr_id for it; None if
-    /// that slot's last completion has not been read yet. `completes`: the
+    /// Claims the next free slot, fills it and returns the wr_id for it;
+    /// None if every slot's last completion is still unread. `completes`: the
     /// request will report a completion (false for an unsignaled one, whose
     /// slot is read only if it fails).
     #[inline]
     pub fn claim(&self, owner: usize, cookie: u64, len: u64, op: u32, rmr_context: u32, completes: bool) -> Option<u64> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the mask keeps the index below the (power of two) length.
-        let slot = unsafe { self.slots.get_unchecked(n & self.mask) }.0.get();
-        // SAFETY: a shared view of the flag only; the reaper clears it through the same kind of view.
-        if unsafe { (*slot).busy.load(Ordering::Acquire) } {
-            self.give_back(n);
-            return None;
-        }
+        let mut tries = 0;
+        let slot = loop {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: the mask keeps the index below the (power of two) length.
+            let slot = unsafe { self.slots.get_unchecked(n & self.mask) }.0.get();
+            // SAFETY: a shared view of the flag only; the reaper clears it through the same kind of view.
+            if !unsafe { (*slot).busy.load(Ordering::Acquire) } {
+                break slot;
+            }
+            tries += 1;
+            if tries == self.slots.len() {
+                self.give_back(n);
+                return None;
+            }
+            // One reaper that stalls between polling a completion and reading
+            // its slot (preempted, under load) must not refuse every poster:
+            // the index is spent and counts as done, the next slot is tried.
+            self.done.fetch_add(1, Ordering::AcqRel);
+        };
         // SAFETY: index n is ours until its completion (see SlotCell), and
         // its last completion was read. `done` was set with the ring.
         unsafe {
@@ -373,5 +385,26 @@ mod tests {
         let refused = ring.claim(0x1000, cap + 2, 1, DAT_DTO_SEND, 0, true).unwrap();
         ring.unclaim(refused);
         assert_eq!(ring.claim(0x1000, cap + 3, 1, DAT_DTO_SEND, 0, true), Some(refused));
+    }
+
+    /// One completion left unread does not refuse the posts after it: the
+    /// claim passes over its slot, and what is out stays counted right.
+    #[test]
+    fn an_unread_slot_is_passed_over() {
+        let ring = Ring::new(2);
+        let cap = ring.capacity();
+        // SAFETY: DAT_EVENT is plain C data.
+        let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
+        let stuck = ring.claim(0x1000, 0, 1, DAT_DTO_SEND, 0, true).unwrap();
+        for c in 1..(3 * cap as u64) {
+            let id = ring.claim(0x1000, c, 1, DAT_DTO_SEND, 0, true).expect("a free slot exists");
+            assert_ne!(id, stuck, "the unread slot is never handed out again");
+            assert!(event_from_completion::<T>(&wc(id, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+            // SAFETY: the event number says which member is filled.
+            assert_eq!(unsafe { ev.event_data.dto_completion_event_data.user_cookie.as_64 }, c);
+        }
+        assert_eq!(ring.posted() - ring.done.load(Ordering::Acquire), 1, "only the stuck request is out");
+        assert!(event_from_completion::<T>(&wc(stuck, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
+        assert_eq!(ring.posted(), ring.done.load(Ordering::Acquire));
     }
 }
