@@ -28,6 +28,7 @@ pub mod device;
 pub mod keys;
 pub mod progress;
 pub mod qp;
+pub mod shm;
 pub mod srq;
 pub mod ud;
 pub mod wire;

@@ -19,9 +19,10 @@ use super::cm::{self, Ev, IdInfo, IdState};
 use super::device::{Shared, drain, lock};
 use super::keys;
 use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
+use super::shm::{self, Shm};
 use super::srq::RecvWqe;
 use super::ud::{self, Path};
-use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_IMM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
+use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
 use std::collections::{HashMap, VecDeque};
@@ -180,6 +181,14 @@ struct Conn {
     backoff: Duration,
     interest: u32,
     peer: libc::sockaddr_in,
+    /// The on-node mapping (offered, taken, or in use).
+    shm: Option<Shm>,
+    /// Input comes from the mapping; the stream carries only doorbells.
+    shm_in: bool,
+    /// Output goes to the mapping.
+    shm_out: bool,
+    /// Output goes to the mapping once the frame being sent (the REP) is out.
+    shm_out_next: bool,
 }
 
 impl Conn {
@@ -217,6 +226,10 @@ impl Conn {
             backoff: DIAL_BACKOFF,
             interest: 0,
             peer,
+            shm: None,
+            shm_in: false,
+            shm_out: false,
+            shm_out_next: false,
         }
     }
 
@@ -264,6 +277,10 @@ struct Progress {
     ud_by_num: HashMap<u32, u64>,
     ud_stalled: Vec<u64>,
     ud_wqe: RecvWqe,
+    /// Connections on the on-node path, and those of them with work found
+    /// before sleeping.
+    shm_conns: Vec<u64>,
+    ready: Vec<u64>,
 }
 
 fn errno() -> i32 {
@@ -283,6 +300,8 @@ impl Progress {
             ud_by_num: HashMap::new(),
             ud_stalled: Vec::new(),
             ud_wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
+            shm_conns: Vec::new(),
+            ready: Vec::new(),
         }
     }
 
@@ -320,9 +339,10 @@ impl Progress {
     fn run(&mut self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         while !self.shared.stop.load(Ordering::Acquire) {
-            let timeout = self.next_deadline();
+            let timeout = if self.prepare_sleep() { 0 } else { self.next_deadline() };
             // SAFETY: waiting on our epoll into our array.
             let n = unsafe { libc::epoll_wait(self.epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
+            self.awake();
             if n < 0 {
                 if errno() != libc::EINTR {
                     log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
@@ -343,6 +363,12 @@ impl Progress {
             if bell {
                 self.on_bell();
             }
+            let ready = std::mem::take(&mut self.ready);
+            for &t in &ready {
+                self.guarded(t, |p| p.pump(t, false));
+            }
+            self.ready = ready;
+            self.ready.clear();
             self.expire();
         }
         // Commands queued since the last wakeup (a dat_psp_create right before
@@ -364,6 +390,36 @@ impl Progress {
         }
         // SAFETY: our epoll instance.
         unsafe { libc::close(self.epfd) };
+    }
+
+    /// Before sleeping: flags every on-node connection's reader (and a
+    /// writer facing a full ring) as asleep, then looks at the rings once
+    /// more (see `shm`). true: some connection has work; do not sleep.
+    fn prepare_sleep(&mut self) -> bool {
+        self.ready.clear();
+        for &t in &self.shm_conns {
+            let Some(c) = self.conns.get(&t) else { continue };
+            let Some(m) = &c.shm else { continue };
+            let mut work = false;
+            if c.shm_in && c.reading() && m.rx.prepare_sleep() {
+                work = true;
+            }
+            if c.shm_out && c.wants_out() && m.tx.prepare_wait() {
+                work = true;
+            }
+            if work {
+                self.ready.push(t);
+            }
+        }
+        !self.ready.is_empty()
+    }
+
+    fn awake(&self) {
+        for t in &self.shm_conns {
+            if let Some(m) = self.conns.get(t).and_then(|c| c.shm.as_ref()) {
+                m.rx.awake();
+            }
+        }
     }
 
     /// Runs `f` for one connection so a panic costs that connection only.
@@ -433,6 +489,18 @@ impl Progress {
                 let t = self.token();
                 let mut c = Conn::new(fd, id, Phase::Connecting, true, peer);
                 c.datagram = cm::state_of(id).is_some_and(|s| s.datagram);
+                let mut frame = frame;
+                if !c.datagram && shm::enabled() {
+                    match Shm::create() {
+                        Ok((m, name)) => {
+                            if let Some(tr) = shm::trailer(&name) {
+                                add_trailer(&mut frame, &tr);
+                                c.shm = Some(m);
+                            }
+                        }
+                        Err(e) => log::info!("sock: no shared mapping to offer ({e}); this connection stays on tcp"),
+                    }
+                }
                 c.ctl.push_back(frame);
                 c.interest = (libc::EPOLLOUT | libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
                 c.dial_until = Some(Instant::now() + DIAL_WINDOW);
@@ -451,6 +519,23 @@ impl Progress {
                 let Some(&t) = self.by_id.get(&id) else { return };
                 let Some(c) = self.conns.get_mut(&t) else { return };
                 if c.phase == Phase::Held {
+                    let mut frame = frame;
+                    if c.shm.is_some() && !c.datagram {
+                        // From the REP on, the peer writes into the mapping;
+                        // ours goes there once the REP is out.
+                        if let Some(b) = frame.get_mut(1) {
+                            *b |= F_SHM;
+                        }
+                        c.shm_in = true;
+                        c.shm_out_next = true;
+                        c.start = 0;
+                        c.end = 0;
+                        self.shm_conns.push(t);
+                        log::info!("sock: connection {t} (id {id}, passive): on-node shared memory");
+                    } else if !c.datagram {
+                        c.shm = None;
+                        log::info!("sock: connection {t} (id {id}, passive): tcp");
+                    }
                     c.ctl.push_back(frame);
                     c.phase = if c.datagram { Phase::Closing } else { Phase::Open };
                 }
@@ -462,6 +547,9 @@ impl Progress {
                 if matches!(c.phase, Phase::Held | Phase::AwaitReq | Phase::AwaitRep) {
                     c.ctl.push_back(frame);
                     c.phase = Phase::Closing;
+                    if !c.shm_in {
+                        c.shm = None;
+                    }
                 }
                 self.pump(t, false);
             }
@@ -652,12 +740,22 @@ impl Progress {
                 }
             }
         }
+        // On the on-node path the stream carries only doorbells; its end is
+        // the peer's, once what the peer put in the ring is taken.
+        let lost = match self.conns.get(&token) {
+            Some(c) if c.shm_in => shm::drain_bells(c.fd).err(),
+            _ => None,
+        };
         if let Err(e) = self.read_some(token) {
             self.end(token, e);
             return;
         }
         if let Err(e) = self.write_some(token) {
             self.end(token, e);
+            return;
+        }
+        if let Some(e) = lost {
+            self.end(token, End::Lost(e));
             return;
         }
         let Some(c) = self.conns.get_mut(&token) else { return };
@@ -674,8 +772,12 @@ impl Progress {
         if c.phase == Phase::Held {
             want |= libc::EPOLLRDHUP as u32;
         }
-        if c.phase == Phase::Connecting || c.wants_out() {
+        if c.phase == Phase::Connecting || (c.wants_out() && !c.shm_out) {
             want |= libc::EPOLLOUT as u32;
+        }
+        if c.shm_in {
+            // Doorbells and the peer's end, whatever the state.
+            want |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
         }
         if want != c.interest {
             c.interest = want;
@@ -687,6 +789,9 @@ impl Progress {
     /// Closes a connection and tells its id why.
     fn end(&mut self, token: u64, why: End) {
         let Some(c) = self.conns.remove(&token) else { return };
+        if c.shm_in {
+            self.shm_conns.retain(|&t| t != token);
+        }
         if c.id != 0 {
             self.by_id.remove(&c.id);
             Self::set_connected(c.id, false);
@@ -974,8 +1079,16 @@ impl Progress {
 
     fn on_ctl(&mut self, token: u64, h: Hdr) -> Result<(), End> {
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
-        let pdata = std::mem::take(&mut c.pdata);
+        let mut pdata = std::mem::take(&mut c.pdata);
         let op = Op::from_u8(h.op);
+        if op == Some(Op::Req) && h.flags & F_SHM != 0 {
+            // The requester's host and mapping, after its private data.
+            let Some(at) = pdata.len().checked_sub(shm::TRAILER) else { return Err(End::Protocol) };
+            if h.flags & F_DATAGRAM == 0 && c.phase == Phase::AwaitReq {
+                c.shm = shm::accept_trailer(&pdata[at..]);
+            }
+            pdata.truncate(at);
+        }
         match (op, c.phase, c.active) {
             (Some(Op::Req), Phase::AwaitReq, false) => {
                 if h.a != MAGIC {
@@ -1019,10 +1132,29 @@ impl Progress {
                     c.phase = Phase::Held;
                     c.up = true;
                     let id = c.id;
+                    if h.flags & F_SHM != 0 && c.shm.is_some() {
+                        // The peer took the mapping: both directions move there now.
+                        if let Some(m) = c.shm.as_mut() {
+                            m.unlink();
+                        }
+                        c.shm_in = true;
+                        c.shm_out = true;
+                        c.start = 0;
+                        c.end = 0;
+                        self.shm_conns.push(token);
+                        log::info!("sock: connection {token} (id {id}, active): on-node shared memory");
+                    } else {
+                        if h.flags & F_SHM != 0 {
+                            return Err(End::Protocol);
+                        }
+                        c.shm = None;
+                        log::info!("sock: connection {token} (id {id}, active): tcp");
+                    }
                     self.post(CmEventKind::ConnectResponse, id, pdata, None);
                 }
             }
             (Some(Op::Rej), Phase::AwaitRep, true) => {
+                c.shm = None;
                 let id = c.id;
                 c.id = 0;
                 self.by_id.remove(&id);
@@ -1074,6 +1206,11 @@ impl Progress {
             if !send_frame(c)? {
                 return Ok(());
             }
+            if c.shm_out_next {
+                // The REP is out: the rest goes through the mapping.
+                c.shm_out_next = false;
+                c.shm_out = true;
+            }
         }
     }
 }
@@ -1116,6 +1253,16 @@ fn fill(c: &mut Conn) -> Result<bool, End> {
         c.start = 0;
     }
     let room = c.buf.len() - c.end;
+    if c.shm_in {
+        let Some(m) = &c.shm else { return Ok(false) };
+        // SAFETY: the free tail of our own buffer, `room` bytes.
+        let n = unsafe { m.rx.pop(c.buf[c.end..].as_mut_ptr(), room) };
+        if n > 0 && m.rx.must_ring_producer() {
+            shm::ring_bell(c.fd);
+        }
+        c.end += n;
+        return Ok(n > 0);
+    }
     // SAFETY: reading into the free tail of our own buffer.
     let n = unsafe { libc::read(c.fd, c.buf[c.end..].as_mut_ptr() as *mut libc::c_void, room) };
     if n > 0 {
@@ -1165,7 +1312,30 @@ fn take_payload(c: &mut Conn) -> Result<bool, End> {
         }
         return Ok(true);
     }
-    if left >= (INBUF / 4) as u64 && matches!(dest, Dest::Segs) {
+    if c.shm_in && matches!(dest, Dest::Segs) && c.seg < c.segs.len() {
+        // Straight from the ring into the destination (checked as below).
+        let Some(m) = &c.shm else { return Ok(false) };
+        let (a, l) = c.segs[c.seg];
+        let want = (l - c.seg_off).min(left) as usize;
+        // SAFETY: a destination checked against its key when the frame arrived.
+        let n = unsafe { m.rx.pop((a + c.seg_off) as *mut u8, want) } as u64;
+        if n == 0 {
+            return Ok(false);
+        }
+        if m.rx.must_ring_producer() {
+            shm::ring_bell(c.fd);
+        }
+        if let InState::Payload { left, .. } = &mut c.inp {
+            *left -= n;
+        }
+        c.seg_off += n;
+        if c.seg_off == l {
+            c.seg += 1;
+            c.seg_off = 0;
+        }
+        return Ok(true);
+    }
+    if left >= (INBUF / 4) as u64 && matches!(dest, Dest::Segs) && !c.shm_in {
         let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 8];
         let mut k = 0;
         let mut want = left;
@@ -1261,6 +1431,20 @@ fn next_frame(c: &mut Conn) -> bool {
     true
 }
 
+/// Appends the on-node offer to a handshake frame (F_SHM, longer payload).
+fn add_trailer(frame: &mut Vec<u8>, tr: &[u8]) {
+    if frame.len() < HDR {
+        return;
+    }
+    let mut h = Hdr::decode(&frame[..HDR]);
+    h.flags |= F_SHM;
+    h.len += tr.len() as u32;
+    let mut head = [0u8; HDR];
+    h.encode(&mut head);
+    frame[..HDR].copy_from_slice(&head);
+    frame.extend_from_slice(tr);
+}
+
 fn request_header(w: &Wqe) -> Hdr {
     let mut h = Hdr::default();
     let sol = if w.solicited { F_SOLICITED } else { 0 };
@@ -1332,6 +1516,29 @@ fn send_frame(c: &mut Conn) -> Result<bool, End> {
     if k == 0 {
         c.out.active = false;
         return Ok(true);
+    }
+    if c.shm_out {
+        let Some(m) = &c.shm else { return Err(End::Protocol) };
+        let mut n = 0u64;
+        for v in &iov[..k] {
+            // SAFETY: as for sendmsg below: our header, or local segments
+            // checked against their keys.
+            let put = unsafe { m.tx.push(v.iov_base as *const u8, v.iov_len) };
+            n += put as u64;
+            if put < v.iov_len {
+                break;
+            }
+        }
+        if n > 0 && m.tx.must_ring_consumer() {
+            shm::ring_bell(c.fd);
+        }
+        c.out.pos += n;
+        if c.out.pos >= c.out.total {
+            c.out.active = false;
+            c.out.ctl = None;
+            return Ok(true);
+        }
+        return Ok(false);
     }
     // SAFETY: all-zero msghdr, then iovecs over our header and local
     // segments checked against their keys; they outlive the call.

@@ -82,6 +82,10 @@ pub const F_IMM: u8 = 2;
 pub const F_DATAGRAM: u8 = 4;
 /// REJ: the peer's consumer refused (its private data follows).
 pub const F_CONSUMER: u8 = 8;
+/// REQ: the last `shm::TRAILER` payload bytes are the requester's host
+/// identity and the name of its shared mapping (not private data). REP:
+/// the passive end took the mapping; both ends switch to it.
+pub const F_SHM: u8 = 16;
 
 /// Why a target refused a request; the initiator's completion status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
