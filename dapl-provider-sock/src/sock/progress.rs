@@ -22,7 +22,7 @@ use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
 use super::shm::{self, Shm};
 use super::srq::RecvWqe;
 use super::ud::{self, Path};
-use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
+use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
 use std::collections::{HashMap, VecDeque};
@@ -104,6 +104,8 @@ enum Resp {
     Ack(u64),
     Read { addr: u64, len: u64 },
     Atomic(u64),
+    /// A by-reference READ whose data the target placed already.
+    ReadPlaced(u64),
     Nak(u8),
 }
 
@@ -127,6 +129,11 @@ enum Then {
     ReadDone(u32),
     /// A handshake frame: its private data is in `pdata`.
     Ctl(Hdr),
+    /// A by-reference WRITE (with immediate data: the receive it takes);
+    /// the initiator's list is in `pdata`.
+    Pull { addr: u64, len: u64, recv: Option<(u64, Option<u32>, bool)> },
+    /// A by-reference READ; the initiator's list is in `pdata`.
+    Push { addr: u64, len: u64 },
 }
 
 enum Dest {
@@ -189,6 +196,12 @@ struct Conn {
     shm_out: bool,
     /// Output goes to the mapping once the frame being sent (the REP) is out.
     shm_out_next: bool,
+    /// We can reach the peer's memory: its by-reference requests are served.
+    cma_in: bool,
+    /// The peer can reach ours: our large RDMA requests go by reference.
+    cma_out: bool,
+    /// The (address, length) list of the by-reference request going out.
+    cma_list: Vec<u8>,
 }
 
 impl Conn {
@@ -230,6 +243,9 @@ impl Conn {
             shm_in: false,
             shm_out: false,
             shm_out_next: false,
+            cma_in: false,
+            cma_out: false,
+            cma_list: Vec::new(),
         }
     }
 
@@ -523,15 +539,17 @@ impl Progress {
                     if c.shm.is_some() && !c.datagram {
                         // From the REP on, the peer writes into the mapping;
                         // ours goes there once the REP is out.
+                        c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
                         if let Some(b) = frame.get_mut(1) {
-                            *b |= F_SHM;
+                            *b |= F_SHM | if c.cma_in { F_CMA } else { 0 };
                         }
                         c.shm_in = true;
                         c.shm_out_next = true;
                         c.start = 0;
                         c.end = 0;
+                        c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(t);
-                        log::info!("sock: connection {t} (id {id}, passive): on-node shared memory");
+                        log::info!("sock: connection {t} (id {id}, passive): on-node shared memory, cma {}", yes(c.cma_in));
                     } else if !c.datagram {
                         c.shm = None;
                         log::info!("sock: connection {t} (id {id}, passive): tcp");
@@ -557,7 +575,11 @@ impl Progress {
                 let Some(&t) = self.by_id.get(&id) else { return };
                 let Some(c) = self.conns.get_mut(&t) else { return };
                 if c.phase == Phase::Held && c.active {
-                    c.ctl.push_back(Hdr::new(Op::Rtu).frame(&[]));
+                    let mut rtu = Hdr::new(Op::Rtu);
+                    if c.cma_in {
+                        rtu.flags |= F_CMA;
+                    }
+                    c.ctl.push_back(rtu.frame(&[]));
                     c.phase = Phase::Open;
                     c.established = true;
                 }
@@ -805,6 +827,9 @@ impl Progress {
             if let InState::Payload { then: Then::Recv { wr_id, kind, .. }, .. } = c.inp {
                 q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, kind, 0, None, 0, false);
             }
+            if let InState::Payload { then: Then::Pull { recv: Some((wr_id, ..)), .. }, .. } = c.inp {
+                q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::RecvRdmaWithImm, 0, None, 0, false);
+            }
         }
         if c.fd >= 0 {
             // SAFETY: the connection's socket, closed once (epoll forgets it).
@@ -921,6 +946,9 @@ impl Progress {
                 return Ok(());
             }
         };
+        if h.flags & F_CMA != 0 && matches!(op, Op::Write | Op::WriteImm | Op::ReadReq) {
+            return by_reference(c, &qp, op, h);
+        }
         match op {
             Op::Send | Op::WriteImm => {
                 if op == Op::WriteImm && !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
@@ -1034,7 +1062,13 @@ impl Progress {
                         c.segs.push((g.addr, g.len as u64));
                     }
                 }
-                if op == Op::AtomicResp {
+                if op == Op::ReadResp && h.flags & F_CMA != 0 {
+                    // Placed by the target already.
+                    if len != 0 || h.a > w.len {
+                        return Err(End::Protocol);
+                    }
+                    qp.on_response(DAT_DTO_SUCCESS, h.a as u32);
+                } else if op == Op::AtomicResp {
                     let bytes = h.a.to_ne_bytes();
                     scatter(&c.segs, &bytes);
                     qp.on_response(DAT_DTO_SUCCESS, 8);
@@ -1073,6 +1107,48 @@ impl Progress {
                 }
             }
             Then::Ctl(h) => return self.on_ctl(token, h),
+            Then::Pull { addr, len, recv } => {
+                let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
+                let ok = shm::pull(pid, addr, len, &c.pdata);
+                c.pdata.clear();
+                let q = c.live_qp().cloned();
+                if ok {
+                    if let (Some((wr_id, imm, solicited)), Some(q)) = (recv, &q) {
+                        q.complete_recv(wr_id, DAT_DTO_SUCCESS, CompletionKind::RecvRdmaWithImm, len as u32, imm, 0, solicited);
+                    }
+                    c.ack();
+                } else {
+                    // The initiator's own segments failed it: its protection
+                    // error; both QPs fail, as when a message does not fit.
+                    log::debug!("sock: by-reference write from pid {pid} failed: {}", io::Error::last_os_error());
+                    if let (Some((wr_id, ..)), Some(q)) = (recv, &q) {
+                        q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::RecvRdmaWithImm, 0, None, 0, false);
+                    }
+                    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
+                    c.refused = true;
+                    if let Some(q) = q {
+                        q.fail();
+                    }
+                }
+            }
+            Then::Push { addr, len } => {
+                let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
+                let ok = shm::push_to(pid, addr, len, &c.pdata);
+                c.pdata.clear();
+                if ok {
+                    c.resp.push_back(Resp::ReadPlaced(len));
+                } else {
+                    log::debug!("sock: by-reference read to pid {pid} failed: {}", io::Error::last_os_error());
+                    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
+                    c.refused = true;
+                    if let Some(q) = c.live_qp().cloned() {
+                        q.fail();
+                    }
+                }
+                if c.resp.len() > MAX_RESP {
+                    return Err(End::Protocol);
+                }
+            }
         }
         Ok(())
     }
@@ -1141,8 +1217,11 @@ impl Progress {
                         c.shm_out = true;
                         c.start = 0;
                         c.end = 0;
+                        c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
+                        c.cma_out = shm::cma_enabled() && c.cma_in && h.flags & F_CMA != 0;
+                        c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(token);
-                        log::info!("sock: connection {token} (id {id}, active): on-node shared memory");
+                        log::info!("sock: connection {token} (id {id}, active): on-node shared memory, cma {}", yes(c.cma_in && c.cma_out));
                     } else {
                         if h.flags & F_SHM != 0 {
                             return Err(End::Protocol);
@@ -1168,6 +1247,8 @@ impl Progress {
             }
             (Some(Op::Rtu), Phase::Open, false) => {
                 c.established = true;
+                // Our requests go by reference from now on if the peer reaches us.
+                c.cma_out = c.cma_in && h.flags & F_CMA != 0;
                 let id = c.id;
                 self.post(CmEventKind::Established, id, Vec::new(), None);
             }
@@ -1217,6 +1298,39 @@ impl Progress {
 
 fn remote_ok(qp: &QpInner, rkey: u32, addr: u64, len: u64, need: u32) -> bool {
     keys::lookup_remote(rkey).is_some_and(|r| (r.qp == 0 || r.qp == qp.num) && r.allows(addr, len, need, qp.pd))
+}
+
+fn yes(v: bool) -> &'static str {
+    if v { "yes" } else { "no" }
+}
+
+/// A by-reference RDMA request (on-node, cross-memory attach): the rkey is
+/// checked for the data's length (`a`) here; the payload is the
+/// initiator's segment list, and the bytes move once it has arrived.
+fn by_reference(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr) -> Result<(), End> {
+    let len = h.len as u64;
+    if !c.cma_in || len % 16 != 0 || len > 16 * super::device::MAX_SGE as u64 || h.a > super::device::MAX_MSG as u64 {
+        return Err(End::Protocol);
+    }
+    let need = if op == Op::ReadReq { keys::REMOTE_READ } else { keys::REMOTE_WRITE };
+    if !remote_ok(qp, h.rkey, h.addr, h.a, need) {
+        return refuse(c, len, Nak::RemoteAccess);
+    }
+    let then = match op {
+        Op::ReadReq => Then::Push { addr: h.addr, len: h.a },
+        Op::WriteImm => {
+            if !qp.take_recv(&mut c.wqe) {
+                c.inp = InState::Stalled(h);
+                return Ok(());
+            }
+            let imm = (h.flags & F_IMM != 0).then_some(h.imm);
+            Then::Pull { addr: h.addr, len: h.a, recv: Some((c.wqe.wr_id, imm, h.flags & F_SOLICITED != 0)) }
+        }
+        _ => Then::Pull { addr: h.addr, len: h.a, recv: None },
+    };
+    c.pdata.clear();
+    Progress::set_payload(c, len, Dest::Pdata, then);
+    Ok(())
 }
 
 /// Refuses the peer's request: a NAK, its payload dropped, and every later
@@ -1411,6 +1525,11 @@ fn next_frame(c: &mut Conn) -> bool {
                 h.op = Op::AtomicResp as u8;
                 h.a = v;
             }
+            Resp::ReadPlaced(n) => {
+                h.op = Op::ReadResp as u8;
+                h.flags = F_CMA;
+                h.a = n;
+            }
             Resp::Nak(s) => {
                 h.op = Op::Nak as u8;
                 h.status = s;
@@ -1420,7 +1539,19 @@ fn next_frame(c: &mut Conn) -> bool {
         let Some(q) = c.live_qp().cloned() else { return false };
         let Some(w) = q.next_request(&mut c.out.segs) else { return false };
         h = request_header(&w);
-        if !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) {
+        if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= shm::cma_min() {
+            // By reference: the target pulls (or pushes) the bytes itself.
+            c.cma_list.clear();
+            for &(a, l) in &c.out.segs {
+                c.cma_list.extend_from_slice(&a.to_le_bytes());
+                c.cma_list.extend_from_slice(&l.to_le_bytes());
+            }
+            c.out.segs.clear();
+            c.out.segs.push((c.cma_list.as_ptr() as u64, c.cma_list.len() as u64));
+            h.flags |= F_CMA;
+            h.a = w.len;
+            h.len = c.cma_list.len() as u32;
+        } else if !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) {
             c.out.segs.clear();
         }
     }

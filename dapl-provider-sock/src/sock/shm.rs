@@ -37,6 +37,90 @@ const MAP_LEN: usize = CTL_PAGE + 2 * RING;
 /// Length of the host identity a handshake frame carries.
 pub const TRAILER: usize = 96;
 const PREFIX: &str = "dapl-sock-";
+/// Where the two ends' CMA slots sit in the control page.
+const SLOTS: usize = 2048;
+
+/// A random value at a fixed address of this process, for the peer's probe.
+static COOKIE: AtomicU64 = AtomicU64::new(0);
+
+fn cookie() -> u64 {
+    let v = COOKIE.load(Ordering::Relaxed);
+    if v != 0 {
+        return v;
+    }
+    let mut r = 0u64;
+    // SAFETY: getrandom writes at most 8 bytes into r.
+    unsafe { libc::getrandom(&mut r as *mut u64 as *mut libc::c_void, 8, 0) };
+    let r = r | 1;
+    match COOKIE.compare_exchange(0, r, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => r,
+        Err(v) => v,
+    }
+}
+
+/// Whether one-sided RDMA may use cross-memory attach (`DAPL_SOCK_CMA=0`:
+/// never; payloads then go through the ring).
+pub fn cma_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| !env_off("DAPL_SOCK_CMA"))
+}
+
+/// The smallest RDMA payload sent by reference (`DAPL_SOCK_CMA_MIN`,
+/// bytes): below it two copies through the ring cost less than the
+/// target's syscall.
+pub fn cma_min() -> u64 {
+    static MIN: OnceLock<u64> = OnceLock::new();
+    *MIN.get_or_init(|| std::env::var("DAPL_SOCK_CMA_MIN").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(8192))
+}
+
+/// Decodes a by-reference list (address, length pairs, little-endian)
+/// into `out`; false if malformed.
+fn iovs_of(list: &[u8], out: &mut [libc::iovec; 64]) -> Option<usize> {
+    if list.len() % 16 != 0 || list.len() / 16 > out.len() {
+        return None;
+    }
+    for (i, ch) in list.chunks_exact(16).enumerate() {
+        let a = u64::from_le_bytes(ch[..8].try_into().ok()?);
+        let l = u64::from_le_bytes(ch[8..].try_into().ok()?);
+        out[i] = libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l as usize };
+    }
+    Some(list.len() / 16)
+}
+
+/// The target of a by-reference RDMA write: pulls `len` bytes from the
+/// initiator's segments (`list`) into our range at `addr`, which the
+/// caller checked against the rkey. true: all of them arrived.
+pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
+    let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
+    let Some(k) = iovs_of(list, &mut remote) else { return false };
+    if remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>() != len {
+        return false;
+    }
+    let local = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
+    if len == 0 {
+        return true;
+    }
+    // SAFETY: writes only our local range (checked by the caller) and reads the peer.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, remote.as_ptr(), k as libc::c_ulong, 0) };
+    n >= 0 && n as u64 == len
+}
+
+/// The target of a by-reference RDMA read: pushes our range at `addr`
+/// (checked against the rkey) into the initiator's segments (`list`).
+pub fn push_to(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
+    let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
+    let Some(k) = iovs_of(list, &mut remote) else { return false };
+    if remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>() != len {
+        return false;
+    }
+    if len == 0 {
+        return true;
+    }
+    let local = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
+    // SAFETY: reads only our local range (checked by the caller) and writes the peer.
+    let n = unsafe { libc::process_vm_writev(pid, &local, 1, remote.as_ptr(), k as libc::c_ulong, 0) };
+    n >= 0 && n as u64 == len
+}
 
 #[repr(C, align(64))]
 struct Line<T>(T);
@@ -176,6 +260,9 @@ impl Ring {
 /// A connection's shared mapping: the ring it writes and the one it reads.
 pub struct Shm {
     base: *mut u8,
+    creator: bool,
+    /// The peer's pid, once `probe_peer` read it.
+    pub peer_pid: i32,
     pub tx: Ring,
     pub rx: Ring,
     /// The file's name while it may still exist (the creator's copy).
@@ -208,7 +295,7 @@ impl Shm {
         // SAFETY: the mapping lives as long as the Shm that owns these rings.
         let (r0, r1) = unsafe { (Ring::new(c0, d0, RING), Ring::new(c1, d1, RING)) };
         let (tx, rx) = if creator { (r0, r1) } else { (r1, r0) };
-        Shm { base, tx, rx, name }
+        Shm { base, creator, peer_pid: 0, tx, rx, name }
     }
 
     /// The active end: a new mapping and the name to send.
@@ -230,7 +317,11 @@ impl Shm {
         // SAFETY: our fd, closed once.
         unsafe { libc::close(fd) };
         match r {
-            Ok(base) => Ok((Shm::from_base(base, true, Some(path)), name)),
+            Ok(base) => {
+                let m = Shm::from_base(base, true, Some(path));
+                m.publish_self();
+                Ok((m, name))
+            }
             Err(e) => {
                 // SAFETY: removing the file we just made.
                 unsafe { libc::unlink(path.as_ptr()) };
@@ -262,7 +353,51 @@ impl Shm {
             libc::close(fd);
             libc::unlink(path.as_ptr());
         }
-        r.map(|base| Shm::from_base(base, false, None))
+        r.map(|base| {
+            let m = Shm::from_base(base, false, None);
+            m.publish_self();
+            m
+        })
+    }
+
+    /// The slot (pid, cookie address, cookie value) of one end in the
+    /// control page, for the cross-memory-attach probe.
+    fn slot(&self, creator: bool) -> &[AtomicU64; 3] {
+        let off = SLOTS + if creator { 0 } else { 64 };
+        // SAFETY: 24 aligned bytes inside the control page of our mapping.
+        unsafe { &*(self.base.add(off) as *const [AtomicU64; 3]) }
+    }
+
+    fn publish_self(&self) {
+        let s = self.slot(self.creator);
+        // SAFETY: plain syscall.
+        s[0].store(unsafe { libc::getpid() } as u64, Ordering::Relaxed);
+        s[1].store(&COOKIE as *const AtomicU64 as u64, Ordering::Relaxed);
+        s[2].store(cookie(), Ordering::Release);
+    }
+
+    /// Whether this process can reach the peer's memory with
+    /// process_vm_readv/writev: reads the cookie the peer published and
+    /// compares it (a pid from another pid namespace, ptrace_scope, seccomp
+    /// or a kernel without CMA all give no).
+    pub fn probe_peer(&mut self) -> bool {
+        let s = self.slot(!self.creator);
+        let want = s[2].load(Ordering::Acquire);
+        let (pid, addr) = (s[0].load(Ordering::Relaxed) as i32, s[1].load(Ordering::Relaxed));
+        if want == 0 || pid <= 0 {
+            return false;
+        }
+        let mut got = 0u64;
+        let local = libc::iovec { iov_base: &mut got as *mut u64 as *mut libc::c_void, iov_len: 8 };
+        let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: 8 };
+        // SAFETY: reads 8 bytes of the peer into our local u64.
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        if n == 8 && got == want {
+            self.peer_pid = pid;
+            return true;
+        }
+        log::debug!("sock: cross-memory attach to pid {pid}: {}", if n < 0 { io::Error::last_os_error().to_string() } else { "cookie mismatch".into() });
+        false
     }
 
     /// Removes the file (the creator, once the handshake is over).
@@ -518,6 +653,22 @@ mod tests {
         assert_eq!(push(&b.tx, b"back"), 4);
         assert_eq!(pop(&a.rx, 10), b"back");
         assert!(Shm::open("../etc/passwd").is_err());
+        // Both ends in one process: each reaches the other's cookie.
+        let (mut a, mut b) = (a, b);
+        if cma_enabled() {
+            assert!(a.probe_peer() && b.probe_peer());
+            let src = [5u8; 100];
+            let mut dst = [0u8; 100];
+            let mut list = Vec::new();
+            list.extend_from_slice(&(src.as_ptr() as u64).to_le_bytes());
+            list.extend_from_slice(&60u64.to_le_bytes());
+            list.extend_from_slice(&(src[60..].as_ptr() as u64).to_le_bytes());
+            list.extend_from_slice(&40u64.to_le_bytes());
+            assert!(pull(a.peer_pid, dst.as_mut_ptr() as u64, 100, &list));
+            assert_eq!(dst, src);
+            assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 99, &list));
+            assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 5, &list[..15]));
+        }
         let t = trailer(&name).unwrap();
         let c = accept_trailer(&t);
         // The file is gone: nothing to open.
