@@ -14,6 +14,15 @@
 //! destination with readv. A message that finds no posted receive stops
 //! input on that stream until one is posted, as an RC QP with unlimited
 //! RNR retries waits; responses queued meanwhile still go out.
+//!
+//! On the on-node path (`shm`) the same frames go through the
+//! connection's rings: `fill` and `send_frame` pop and push there, and the
+//! stream only brings doorbell bytes (drained) and the peer's end. Before
+//! each `epoll_wait` the thread flags itself asleep on every ring it reads
+//! (and on every full ring it waits to write), looks once more, and does
+//! not sleep if a ring has work. Large RDMA requests may go by reference:
+//! the target checks the rkey, then `shm::pull`/`shm::push_to` move the
+//! bytes between the two processes.
 
 use super::cm::{self, Ev, IdInfo, IdState};
 use super::device::{Shared, drain, lock};
@@ -196,6 +205,8 @@ struct Conn {
     shm_out: bool,
     /// Output goes to the mapping once the frame being sent (the REP) is out.
     shm_out_next: bool,
+    /// epoll saw the stream readable: doorbell bytes (or its end) to take.
+    bells: bool,
     /// We can reach the peer's memory: its by-reference requests are served.
     cma_in: bool,
     /// The peer can reach ours: our large RDMA requests go by reference.
@@ -243,6 +254,7 @@ impl Conn {
             shm_in: false,
             shm_out: false,
             shm_out_next: false,
+            bells: false,
             cma_in: false,
             cma_out: false,
             cma_list: Vec::new(),
@@ -663,6 +675,9 @@ impl Progress {
             return;
         }
         let Some(c) = self.conns.get_mut(&token) else { return };
+        if what & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+            c.bells = true;
+        }
         if c.phase == Phase::Connecting {
             if what & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
                 return;
@@ -764,8 +779,11 @@ impl Progress {
         }
         // On the on-node path the stream carries only doorbells; its end is
         // the peer's, once what the peer put in the ring is taken.
-        let lost = match self.conns.get(&token) {
-            Some(c) if c.shm_in => shm::drain_bells(c.fd).err(),
+        let lost = match self.conns.get_mut(&token) {
+            Some(c) if c.shm_in && c.bells => {
+                c.bells = false;
+                shm::drain_bells(c.fd).err()
+            }
             _ => None,
         };
         if let Err(e) = self.read_some(token) {
