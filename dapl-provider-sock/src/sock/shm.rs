@@ -668,6 +668,13 @@ mod tests {
             assert_eq!(dst, src);
             assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 99, &list));
             assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 5, &list[..15]));
+            // The initiator's segment is not mapped: a failure, not a fault here.
+            let mut bad = Vec::new();
+            bad.extend_from_slice(&8u64.to_le_bytes());
+            bad.extend_from_slice(&100u64.to_le_bytes());
+            assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 100, &bad));
+            assert!(!push_to(a.peer_pid, src.as_ptr() as u64, 100, &bad));
+            assert!(push_to(b.peer_pid, src.as_ptr() as u64, 100, &list[..16]) == false);
         }
         let t = trailer(&name).unwrap();
         let c = accept_trailer(&t);
