@@ -309,6 +309,9 @@ struct Progress {
     /// before sleeping.
     shm_conns: Vec<u64>,
     ready: Vec<u64>,
+    /// Connections whose input stopped on its budget with frames still
+    /// buffered: no event will come for those bytes, so they go again.
+    again: Vec<u64>,
 }
 
 fn errno() -> i32 {
@@ -330,6 +333,7 @@ impl Progress {
             ud_wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
             shm_conns: Vec::new(),
             ready: Vec::new(),
+            again: Vec::new(),
         }
     }
 
@@ -425,6 +429,7 @@ impl Progress {
     /// more (see `shm`). true: some connection has work; do not sleep.
     fn prepare_sleep(&mut self) -> bool {
         self.ready.clear();
+        self.ready.append(&mut self.again);
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get(&t) else { continue };
             let Some(m) = &c.shm else { continue };
@@ -901,6 +906,10 @@ impl Progress {
             }
             budget -= 1;
             if budget == 0 {
+                // More may be buffered (or in the ring): come back before sleeping.
+                if !self.again.contains(&token) {
+                    self.again.push(token);
+                }
                 return Ok(());
             }
             match c.inp {
@@ -1138,7 +1147,6 @@ impl Progress {
                 } else {
                     // The initiator's own segments failed it: its protection
                     // error; both QPs fail, as when a message does not fit.
-                    log::debug!("sock: by-reference write from pid {pid} failed: {}", io::Error::last_os_error());
                     if let (Some((wr_id, ..)), Some(q)) = (recv, &q) {
                         q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::RecvRdmaWithImm, 0, None, 0, false);
                     }
@@ -1156,7 +1164,6 @@ impl Progress {
                 if ok {
                     c.resp.push_back(Resp::ReadPlaced(len));
                 } else {
-                    log::debug!("sock: by-reference read to pid {pid} failed: {}", io::Error::last_os_error());
                     c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
                     c.refused = true;
                     if let Some(q) = c.live_qp().cloned() {

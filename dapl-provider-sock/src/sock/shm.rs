@@ -93,7 +93,9 @@ fn iovs_of(list: &[u8], out: &mut [libc::iovec; 64]) -> Option<usize> {
 pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
     let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
     let Some(k) = iovs_of(list, &mut remote) else { return false };
-    if remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>() != len {
+    let sum = remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>();
+    if sum != len {
+        log::debug!("sock: by-reference write of {len} bytes names {sum} bytes in {k} segments");
         return false;
     }
     let local = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
@@ -102,7 +104,11 @@ pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
     }
     // SAFETY: writes only our local range (checked by the caller) and reads the peer.
     let n = unsafe { libc::process_vm_readv(pid, &local, 1, remote.as_ptr(), k as libc::c_ulong, 0) };
-    n >= 0 && n as u64 == len
+    if n < 0 || n as u64 != len {
+        log::debug!("sock: process_vm_readv from pid {pid}, {k} segments, {len} bytes: {n} ({})", io::Error::last_os_error());
+        return false;
+    }
+    true
 }
 
 /// The target of a by-reference RDMA read: pushes our range at `addr`
@@ -110,7 +116,9 @@ pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
 pub fn push_to(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
     let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
     let Some(k) = iovs_of(list, &mut remote) else { return false };
-    if remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>() != len {
+    let sum = remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>();
+    if sum != len {
+        log::debug!("sock: by-reference read of {len} bytes names {sum} bytes in {k} segments");
         return false;
     }
     if len == 0 {
@@ -119,7 +127,11 @@ pub fn push_to(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
     let local = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
     // SAFETY: reads only our local range (checked by the caller) and writes the peer.
     let n = unsafe { libc::process_vm_writev(pid, &local, 1, remote.as_ptr(), k as libc::c_ulong, 0) };
-    n >= 0 && n as u64 == len
+    if n < 0 || n as u64 != len {
+        log::debug!("sock: process_vm_writev to pid {pid}, {k} segments, {len} bytes: {n} ({})", io::Error::last_os_error());
+        return false;
+    }
+    true
 }
 
 #[repr(C, align(64))]
