@@ -1300,6 +1300,11 @@ impl Progress {
         loop {
             budget -= 1;
             if budget == 0 {
+                // More requests may wait in the send queue, and a ring (or a
+                // socket with room) gives no event for them: come back.
+                if !self.again.contains(&token) {
+                    self.again.push(token);
+                }
                 return Ok(());
             }
             let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
