@@ -5,6 +5,8 @@
 # libdaplsock.so.2 through our libdat2.so.2. Unlike host/sock.sh (loopback),
 # every byte here crosses a real netdev pair, and the IA is named both by
 # that netdev ("<veth> 0") and by its IPv4 address ("10.199.X.n 0").
+# The dtest run checks from the provider's log that its connection stayed on
+# TCP: different network namespaces are different hosts, even on one machine.
 # Last: a peer-death check (server killed -9 mid-run; the client must fail
 # within a bounded time, not hang).
 # Needs root and `ip netns`; without them it prints why and "skipped".
@@ -131,7 +133,19 @@ run_pair() {
 DTEST_ARGS=${DTEST_ARGS:--b 65536 -B 10}
 if want dtest; then
     # dtest's server takes its client's parameters over TCP 15828 first.
+    # With the provider's log, to check the path: the two ends share this
+    # host's boot and uid but not a network namespace, so they are two hosts
+    # to the provider and stay on TCP (no shared-memory rings).
+    export DAPL_DBG_TYPE=2
     run_pair dtest 120 15828 "dtest -P sock-dev -s $DTEST_ARGS" "dtest -P sock-dev -h $ADDR_S $DTEST_ARGS" "Test Complete. PASSED"
+    unset DAPL_DBG_TYPE
+    paths=$(cat "$WORK/dtest.server" "$WORK/dtest.client" | grep -o 'sock: connection [0-9]* (id [0-9]*, [a-z]*): .*')
+    n=$(echo "$paths" | grep -c .)
+    if [ "$n" -eq 2 ] && [ "$(echo "$paths" | grep -c '): tcp$')" -eq 2 ]; then
+        ok "dtest path: both ends on tcp"
+    else
+        fail "dtest path: expected both ends on tcp"; echo "$paths"
+    fi
     run_pair dtest-ipaddr 120 15828 "dtest -P sock-ip -s $DTEST_ARGS" "dtest -P sock-ip -h $ADDR_S $DTEST_ARGS" "Test Complete. PASSED"
     run_pair dtest-polling 120 15828 "dtest -P sock-dev -s -p $DTEST_ARGS" "dtest -P sock-dev -h $ADDR_S -p $DTEST_ARGS" "Test Complete. PASSED"
     run_pair dtest-cno 120 15828 "dtest -P sock-dev -s -c $DTEST_ARGS" "dtest -P sock-dev -h $ADDR_S -c $DTEST_ARGS" "Test Complete. PASSED"

@@ -8,7 +8,13 @@
 # outputs go to a temp dir of its own. Cases that cannot apply to a
 # software transport are skipped, each with its reason printed. Last line:
 # "host-sock: N passed, M failed".
-#   SOCK_SUITES   space-separated subset of: dtest dtestcm dtestx dtestsrq dapltest provider rmr conformance
+# Both ends are on this host, so connections take the on-node path
+# (shared-memory rings, cross-memory attach for large RDMA); suite "paths"
+# runs dtest, dtestx, rmr and conformance again over plain TCP
+# (DAPL_SOCK_SHM=0) and over the rings without cross-memory attach
+# (DAPL_SOCK_CMA=0), and each run checks from the provider's log
+# (DAPL_DBG_TYPE=2) that its connections took the path it expects.
+#   SOCK_SUITES   space-separated subset of: dtest dtestcm dtestx dtestsrq dapltest provider rmr conformance paths
 #   SOCK_KEEP=1   keep the temp dir (outputs) and say where
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,11 +80,38 @@ run_pair() {
     fi
 }
 
+# check_path LABEL PATH FILE...: the provider's log lines in FILEs (run
+# with DAPL_DBG_TYPE=2) name at least one connection, and every one took
+# PATH: "cma yes" / "cma no" (on-node rings, with or without cross-memory
+# attach) or "tcp".
+check_path() {
+    label=$1 path=$2; shift 2
+    lines=$(cat "$@" 2>/dev/null | grep -o 'sock: connection [0-9]* (id [0-9]*, [a-z]*): .*')
+    n=$(echo "$lines" | grep -c .)
+    case $path in
+        tcp) good=$(echo "$lines" | grep -c '): tcp$') ;;
+        *) good=$(echo "$lines" | grep -c "): on-node shared memory, $path\$") ;;
+    esac
+    # A peer killed during the handshake (conformance peer_killed_rounds)
+    # cannot be probed for cross-memory attach: that end says "cma no".
+    gone=0
+    [ "$path" = "cma yes" ] && gone=$(cat "$@" 2>/dev/null | grep -c 'cross-memory attach to pid [0-9]*: No such process')
+    if [ "$n" -gt 0 ] && [ $((n - good)) -le "$gone" ]; then
+        note=
+        [ "$good" -lt "$n" ] && note=" ($((n - good)) more whose peer was gone before the probe)"
+        ok "$label path: $good of $n connection ends on $path$note"
+    else
+        fail "$label path: $good of $n connection ends on $path"
+        echo "$lines" | sort | uniq -c | head -5
+    fi
+}
+
 P="-P $IA"
 DTEST_ARGS=${DTEST_ARGS:--b 65536 -B 10}
 if want dtest; then
     # dtest's server takes its client's parameters over TCP 15828 first.
-    run_pair dtest 120 15828 "dtest $P -s $DTEST_ARGS" "dtest $P -h $ADDR $DTEST_ARGS" "Test Complete. PASSED"
+    run_pair dtest 120 15828 "DAPL_DBG_TYPE=2 dtest $P -s $DTEST_ARGS" "DAPL_DBG_TYPE=2 dtest $P -h $ADDR $DTEST_ARGS" "Test Complete. PASSED"
+    check_path dtest "cma yes" "$WORK/dtest.server" "$WORK/dtest.client"
     run_pair dtest-polling 120 15828 "dtest $P -s -p $DTEST_ARGS" "dtest $P -h $ADDR -p $DTEST_ARGS" "Test Complete. PASSED"
     run_pair dtest-cno 120 15828 "dtest $P -s -c $DTEST_ARGS" "dtest $P -h $ADDR -c $DTEST_ARGS" "Test Complete. PASSED"
     run_pair dtest-defaults 300 15828 "dtest $P -s" "dtest $P -h $ADDR" "Test Complete. PASSED"
@@ -160,14 +193,21 @@ ia_query:compares~the~IA~limits~with~ibv_query_device~of~a~verbs~adapter;~sock~h
     grep -q '^ctest-provider' "$out" || fail "provider_test: no summary line"
     count_cases provider "$out"
 fi
+# run_rmr LABEL PATH: rmr_test, with the provider's log in its output
+# (RT_VERBOSE: stderr not captured) for check_path.
+run_rmr() {
+    out=$WORK/$1.out
+    RT_IA=$IA RT_VERBOSE=1 DAPL_DBG_TYPE=2 timeout 900 ctest/build/rmr_test >"$out" 2>&1
+    grep -v '^ok \|^daplsock ' "$out"
+    grep -q '^ctest-rmr:' "$out" || fail "rmr_test ($1): no summary line"
+    count_cases "$1" "$out"
+    check_path "$1" "$2" "$out"
+}
 if want rmr; then
-    out=$WORK/rmr.out
-    RT_IA=$IA timeout 900 ctest/build/rmr_test >"$out" 2>&1
-    grep -v '^ok ' "$out"
-    grep -q '^ctest-rmr:' "$out" || fail "rmr_test: no summary line"
-    count_cases rmr "$out"
+    run_rmr rmr "cma yes"
 fi
-if want conformance; then
+# run_conformance LABEL PATH (CONF_SOAK_SECS from the environment).
+run_conformance() {
     BIN=ctest/build/conformance
     # Cases that look at verbs objects or at the guest's network.
     CONF_SKIP="abrupt_close_releases:counts~verbs~objects~(rdma~resource~show);~sock~makes~none~to~count"
@@ -179,13 +219,32 @@ longest_ia_name:its~dat.conf~names~the~guest~address~10.0.0.1,~which~this~host~d
         why=$(echo "$CONF_SKIP" | grep "^$c:" | cut -d: -f2- | tr '~' ' ')
         if [ -n "$why" ]; then skip "conformance $c: $why"; else run="$run $c"; fi
     done
-    out=$WORK/conformance.out
+    out=$WORK/$1.out
     # shellcheck disable=SC2086
     CONF_IA=$IA CONF_IA2=sock-addr CONF_WINDOW_BOUNDS=enforced CONF_SOAK_SECS=${CONF_SOAK_SECS:-20} \
-        timeout 1500 "$BIN" $run >"$out" 2>&1
-    grep -v '^ok \|^# stat ' "$out"
-    grep -q '^ctest-conformance:' "$out" || fail "conformance: no summary line (killed or crashed)"
-    count_cases conformance "$out"
+    CONF_VERBOSE=1 DAPL_DBG_TYPE=2 timeout 1500 "$BIN" $run >"$out" 2>&1
+    grep -v '^ok \|^# stat \|^daplsock \|^dat-registry WARN' "$out"
+    grep -q '^ctest-conformance:' "$out" || fail "conformance ($1): no summary line (killed or crashed)"
+    count_cases "$1" "$out"
+    check_path "$1" "$2" "$out"
+}
+if want conformance; then
+    run_conformance conformance "cma yes"
+fi
+if want paths; then
+    for mode in tcp ring; do
+        case $mode in
+            tcp) export DAPL_SOCK_SHM=0; path=tcp ;;
+            ring) export DAPL_SOCK_CMA=0; path="cma no" ;;
+        esac
+        run_pair dtest-$mode 120 15828 "DAPL_DBG_TYPE=2 dtest $P -s $DTEST_ARGS" "DAPL_DBG_TYPE=2 dtest $P -h $ADDR $DTEST_ARGS" "Test Complete. PASSED"
+        check_path dtest-$mode "$path" "$WORK/dtest-$mode.server" "$WORK/dtest-$mode.client"
+        run_pair dtestx-$mode 120 15828 "DAPL_DBG_TYPE=2 dtestx $P -s -b 4096" "DAPL_DBG_TYPE=2 dtestx $P -h $ADDR -b 4096" "immed/atomic test PASSED"
+        check_path dtestx-$mode "$path" "$WORK/dtestx-$mode.server" "$WORK/dtestx-$mode.client"
+        run_rmr rmr-$mode "$path"
+        CONF_SOAK_SECS=${CONF_SOAK_SECS:-5} run_conformance conformance-$mode "$path"
+        unset DAPL_SOCK_SHM DAPL_SOCK_CMA
+    done
 fi
 
 echo "host-sock: $PASS passed, $FAIL failed ($SKIP skipped, reasons above)"

@@ -15,12 +15,18 @@
 //!
 //! Layout: `device` (ia_params, limits, per-IA shared state), `cm`
 //! (connection ids, listen, the handshake's calls, the event thread),
-//! `wire` (frame format), `progress` (the socket engine), `qp` (queues and
+//! `wire` (frame format), `progress` (the socket engine), `shm` (the
+//! on-node mapping, rings and cross-memory attach), `qp` (queues and
 //! QP states), `srq`, `cq`, `keys` (PD, MR, MW and the key tables), `ud`.
 //!
-//! A later on-node path (shared memory, cross-memory attach) can sit
-//! beside the TCP stream per connection: the handshake would negotiate it,
-//! and `progress` would move the bytes differently for that peer.
+//! On-node path (`shm`): when the handshake finds both ends on one host
+//! (boot id, network namespace, uid), the connection's frames move
+//! through two shared-memory rings instead of the TCP stream, which stays
+//! for the handshake, as doorbell and to see the peer die; large RDMA
+//! transfers go by reference, the target pulling or pushing the bytes with
+//! cross-memory attach after its key checks, if a probe found it allowed.
+//! The same frames and the same code serve both paths, so their semantics
+//! agree. `DAPL_SOCK_SHM=0` and `DAPL_SOCK_CMA=0` turn either off.
 
 pub mod cm;
 pub mod cq;
@@ -28,6 +34,7 @@ pub mod device;
 pub mod keys;
 pub mod progress;
 pub mod qp;
+pub mod shm;
 pub mod srq;
 pub mod ud;
 pub mod wire;

@@ -14,14 +14,24 @@
 //! destination with readv. A message that finds no posted receive stops
 //! input on that stream until one is posted, as an RC QP with unlimited
 //! RNR retries waits; responses queued meanwhile still go out.
+//!
+//! On the on-node path (`shm`) the same frames go through the
+//! connection's rings: `fill` and `send_frame` pop and push there, and the
+//! stream only brings doorbell bytes (drained) and the peer's end. Before
+//! each `epoll_wait` the thread flags itself asleep on every ring it reads
+//! (and on every full ring it waits to write), looks once more, and does
+//! not sleep if a ring has work. Large RDMA requests may go by reference:
+//! the target checks the rkey, then `shm::pull`/`shm::push_to` move the
+//! bytes between the two processes.
 
 use super::cm::{self, Ev, IdInfo, IdState};
 use super::device::{Shared, drain, lock};
 use super::keys;
 use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
+use super::shm::{self, Shm};
 use super::srq::RecvWqe;
 use super::ud::{self, Path};
-use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_IMM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
+use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
 use std::collections::{HashMap, VecDeque};
@@ -103,6 +113,8 @@ enum Resp {
     Ack(u64),
     Read { addr: u64, len: u64 },
     Atomic(u64),
+    /// A by-reference READ whose data the target placed already.
+    ReadPlaced(u64),
     Nak(u8),
 }
 
@@ -126,6 +138,11 @@ enum Then {
     ReadDone(u32),
     /// A handshake frame: its private data is in `pdata`.
     Ctl(Hdr),
+    /// A by-reference WRITE (with immediate data: the receive it takes);
+    /// the initiator's list is in `pdata`.
+    Pull { addr: u64, len: u64, recv: Option<(u64, Option<u32>, bool)> },
+    /// A by-reference READ; the initiator's list is in `pdata`.
+    Push { addr: u64, len: u64 },
 }
 
 enum Dest {
@@ -180,6 +197,22 @@ struct Conn {
     backoff: Duration,
     interest: u32,
     peer: libc::sockaddr_in,
+    /// The on-node mapping (offered, taken, or in use).
+    shm: Option<Shm>,
+    /// Input comes from the mapping; the stream carries only doorbells.
+    shm_in: bool,
+    /// Output goes to the mapping.
+    shm_out: bool,
+    /// Output goes to the mapping once the frame being sent (the REP) is out.
+    shm_out_next: bool,
+    /// epoll saw the stream readable: doorbell bytes (or its end) to take.
+    bells: bool,
+    /// We can reach the peer's memory: its by-reference requests are served.
+    cma_in: bool,
+    /// The peer can reach ours: our large RDMA requests go by reference.
+    cma_out: bool,
+    /// The (address, length) list of the by-reference request going out.
+    cma_list: Vec<u8>,
 }
 
 impl Conn {
@@ -217,6 +250,14 @@ impl Conn {
             backoff: DIAL_BACKOFF,
             interest: 0,
             peer,
+            shm: None,
+            shm_in: false,
+            shm_out: false,
+            shm_out_next: false,
+            bells: false,
+            cma_in: false,
+            cma_out: false,
+            cma_list: Vec::new(),
         }
     }
 
@@ -264,6 +305,13 @@ struct Progress {
     ud_by_num: HashMap<u32, u64>,
     ud_stalled: Vec<u64>,
     ud_wqe: RecvWqe,
+    /// Connections on the on-node path, and those of them with work found
+    /// before sleeping.
+    shm_conns: Vec<u64>,
+    ready: Vec<u64>,
+    /// Connections whose input stopped on its budget with frames still
+    /// buffered: no event will come for those bytes, so they go again.
+    again: Vec<u64>,
 }
 
 fn errno() -> i32 {
@@ -283,6 +331,9 @@ impl Progress {
             ud_by_num: HashMap::new(),
             ud_stalled: Vec::new(),
             ud_wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
+            shm_conns: Vec::new(),
+            ready: Vec::new(),
+            again: Vec::new(),
         }
     }
 
@@ -320,9 +371,10 @@ impl Progress {
     fn run(&mut self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         while !self.shared.stop.load(Ordering::Acquire) {
-            let timeout = self.next_deadline();
+            let timeout = if self.prepare_sleep() { 0 } else { self.next_deadline() };
             // SAFETY: waiting on our epoll into our array.
             let n = unsafe { libc::epoll_wait(self.epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
+            self.awake();
             if n < 0 {
                 if errno() != libc::EINTR {
                     log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
@@ -343,6 +395,12 @@ impl Progress {
             if bell {
                 self.on_bell();
             }
+            let ready = std::mem::take(&mut self.ready);
+            for &t in &ready {
+                self.guarded(t, |p| p.pump(t, false));
+            }
+            self.ready = ready;
+            self.ready.clear();
             self.expire();
         }
         // Commands queued since the last wakeup (a dat_psp_create right before
@@ -364,6 +422,37 @@ impl Progress {
         }
         // SAFETY: our epoll instance.
         unsafe { libc::close(self.epfd) };
+    }
+
+    /// Before sleeping: flags every on-node connection's reader (and a
+    /// writer facing a full ring) as asleep, then looks at the rings once
+    /// more (see `shm`). true: some connection has work; do not sleep.
+    fn prepare_sleep(&mut self) -> bool {
+        self.ready.clear();
+        self.ready.append(&mut self.again);
+        for &t in &self.shm_conns {
+            let Some(c) = self.conns.get(&t) else { continue };
+            let Some(m) = &c.shm else { continue };
+            let mut work = false;
+            if c.shm_in && c.reading() && m.rx.prepare_sleep() {
+                work = true;
+            }
+            if c.shm_out && c.wants_out() && m.tx.prepare_wait() {
+                work = true;
+            }
+            if work {
+                self.ready.push(t);
+            }
+        }
+        !self.ready.is_empty()
+    }
+
+    fn awake(&self) {
+        for t in &self.shm_conns {
+            if let Some(m) = self.conns.get(t).and_then(|c| c.shm.as_ref()) {
+                m.rx.awake();
+            }
+        }
     }
 
     /// Runs `f` for one connection so a panic costs that connection only.
@@ -433,6 +522,18 @@ impl Progress {
                 let t = self.token();
                 let mut c = Conn::new(fd, id, Phase::Connecting, true, peer);
                 c.datagram = cm::state_of(id).is_some_and(|s| s.datagram);
+                let mut frame = frame;
+                if !c.datagram && shm::enabled() {
+                    match Shm::create() {
+                        Ok((m, name)) => {
+                            if let Some(tr) = shm::trailer(&name) {
+                                add_trailer(&mut frame, &tr);
+                                c.shm = Some(m);
+                            }
+                        }
+                        Err(e) => log::info!("sock: no shared mapping to offer ({e}); this connection stays on tcp"),
+                    }
+                }
                 c.ctl.push_back(frame);
                 c.interest = (libc::EPOLLOUT | libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
                 c.dial_until = Some(Instant::now() + DIAL_WINDOW);
@@ -451,6 +552,25 @@ impl Progress {
                 let Some(&t) = self.by_id.get(&id) else { return };
                 let Some(c) = self.conns.get_mut(&t) else { return };
                 if c.phase == Phase::Held {
+                    let mut frame = frame;
+                    if c.shm.is_some() && !c.datagram {
+                        // From the REP on, the peer writes into the mapping;
+                        // ours goes there once the REP is out.
+                        c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
+                        if let Some(b) = frame.get_mut(1) {
+                            *b |= F_SHM | if c.cma_in { F_CMA } else { 0 };
+                        }
+                        c.shm_in = true;
+                        c.shm_out_next = true;
+                        c.start = 0;
+                        c.end = 0;
+                        c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
+                        self.shm_conns.push(t);
+                        log::info!("sock: connection {t} (id {id}, passive): on-node shared memory, cma {}", yes(c.cma_in));
+                    } else if !c.datagram {
+                        c.shm = None;
+                        log::info!("sock: connection {t} (id {id}, passive): tcp");
+                    }
                     c.ctl.push_back(frame);
                     c.phase = if c.datagram { Phase::Closing } else { Phase::Open };
                 }
@@ -462,6 +582,9 @@ impl Progress {
                 if matches!(c.phase, Phase::Held | Phase::AwaitReq | Phase::AwaitRep) {
                     c.ctl.push_back(frame);
                     c.phase = Phase::Closing;
+                    if !c.shm_in {
+                        c.shm = None;
+                    }
                 }
                 self.pump(t, false);
             }
@@ -469,7 +592,11 @@ impl Progress {
                 let Some(&t) = self.by_id.get(&id) else { return };
                 let Some(c) = self.conns.get_mut(&t) else { return };
                 if c.phase == Phase::Held && c.active {
-                    c.ctl.push_back(Hdr::new(Op::Rtu).frame(&[]));
+                    let mut rtu = Hdr::new(Op::Rtu);
+                    if c.cma_in {
+                        rtu.flags |= F_CMA;
+                    }
+                    c.ctl.push_back(rtu.frame(&[]));
                     c.phase = Phase::Open;
                     c.established = true;
                 }
@@ -553,6 +680,9 @@ impl Progress {
             return;
         }
         let Some(c) = self.conns.get_mut(&token) else { return };
+        if what & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+            c.bells = true;
+        }
         if c.phase == Phase::Connecting {
             if what & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
                 return;
@@ -652,12 +782,25 @@ impl Progress {
                 }
             }
         }
+        // On the on-node path the stream carries only doorbells; its end is
+        // the peer's, once what the peer put in the ring is taken.
+        let lost = match self.conns.get_mut(&token) {
+            Some(c) if c.shm_in && c.bells => {
+                c.bells = false;
+                shm::drain_bells(c.fd).err()
+            }
+            _ => None,
+        };
         if let Err(e) = self.read_some(token) {
             self.end(token, e);
             return;
         }
         if let Err(e) = self.write_some(token) {
             self.end(token, e);
+            return;
+        }
+        if let Some(e) = lost {
+            self.end(token, End::Lost(e));
             return;
         }
         let Some(c) = self.conns.get_mut(&token) else { return };
@@ -674,8 +817,12 @@ impl Progress {
         if c.phase == Phase::Held {
             want |= libc::EPOLLRDHUP as u32;
         }
-        if c.phase == Phase::Connecting || c.wants_out() {
+        if c.phase == Phase::Connecting || (c.wants_out() && !c.shm_out) {
             want |= libc::EPOLLOUT as u32;
+        }
+        if c.shm_in {
+            // Doorbells and the peer's end, whatever the state.
+            want |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
         }
         if want != c.interest {
             c.interest = want;
@@ -687,6 +834,9 @@ impl Progress {
     /// Closes a connection and tells its id why.
     fn end(&mut self, token: u64, why: End) {
         let Some(c) = self.conns.remove(&token) else { return };
+        if c.shm_in {
+            self.shm_conns.retain(|&t| t != token);
+        }
         if c.id != 0 {
             self.by_id.remove(&c.id);
             Self::set_connected(c.id, false);
@@ -699,6 +849,9 @@ impl Progress {
             // A receive taken for a message that never finished arriving.
             if let InState::Payload { then: Then::Recv { wr_id, kind, .. }, .. } = c.inp {
                 q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, kind, 0, None, 0, false);
+            }
+            if let InState::Payload { then: Then::Pull { recv: Some((wr_id, ..)), .. }, .. } = c.inp {
+                q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::RecvRdmaWithImm, 0, None, 0, false);
             }
         }
         if c.fd >= 0 {
@@ -753,6 +906,10 @@ impl Progress {
             }
             budget -= 1;
             if budget == 0 {
+                // More may be buffered (or in the ring): come back before sleeping.
+                if !self.again.contains(&token) {
+                    self.again.push(token);
+                }
                 return Ok(());
             }
             match c.inp {
@@ -816,6 +973,9 @@ impl Progress {
                 return Ok(());
             }
         };
+        if h.flags & F_CMA != 0 && matches!(op, Op::Write | Op::WriteImm | Op::ReadReq) {
+            return by_reference(c, &qp, op, h);
+        }
         match op {
             Op::Send | Op::WriteImm => {
                 if op == Op::WriteImm && !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
@@ -929,7 +1089,13 @@ impl Progress {
                         c.segs.push((g.addr, g.len as u64));
                     }
                 }
-                if op == Op::AtomicResp {
+                if op == Op::ReadResp && h.flags & F_CMA != 0 {
+                    // Placed by the target already.
+                    if len != 0 || h.a > w.len {
+                        return Err(End::Protocol);
+                    }
+                    qp.on_response(DAT_DTO_SUCCESS, h.a as u32);
+                } else if op == Op::AtomicResp {
                     let bytes = h.a.to_ne_bytes();
                     scatter(&c.segs, &bytes);
                     qp.on_response(DAT_DTO_SUCCESS, 8);
@@ -968,14 +1134,62 @@ impl Progress {
                 }
             }
             Then::Ctl(h) => return self.on_ctl(token, h),
+            Then::Pull { addr, len, recv } => {
+                let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
+                let ok = shm::pull(pid, addr, len, &c.pdata);
+                c.pdata.clear();
+                let q = c.live_qp().cloned();
+                if ok {
+                    if let (Some((wr_id, imm, solicited)), Some(q)) = (recv, &q) {
+                        q.complete_recv(wr_id, DAT_DTO_SUCCESS, CompletionKind::RecvRdmaWithImm, len as u32, imm, 0, solicited);
+                    }
+                    c.ack();
+                } else {
+                    // The initiator's own segments failed it: its protection
+                    // error; both QPs fail, as when a message does not fit.
+                    if let (Some((wr_id, ..)), Some(q)) = (recv, &q) {
+                        q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::RecvRdmaWithImm, 0, None, 0, false);
+                    }
+                    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
+                    c.refused = true;
+                    if let Some(q) = q {
+                        q.fail();
+                    }
+                }
+            }
+            Then::Push { addr, len } => {
+                let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
+                let ok = shm::push_to(pid, addr, len, &c.pdata);
+                c.pdata.clear();
+                if ok {
+                    c.resp.push_back(Resp::ReadPlaced(len));
+                } else {
+                    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
+                    c.refused = true;
+                    if let Some(q) = c.live_qp().cloned() {
+                        q.fail();
+                    }
+                }
+                if c.resp.len() > MAX_RESP {
+                    return Err(End::Protocol);
+                }
+            }
         }
         Ok(())
     }
 
     fn on_ctl(&mut self, token: u64, h: Hdr) -> Result<(), End> {
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
-        let pdata = std::mem::take(&mut c.pdata);
+        let mut pdata = std::mem::take(&mut c.pdata);
         let op = Op::from_u8(h.op);
+        if op == Some(Op::Req) && h.flags & F_SHM != 0 {
+            // The requester's host and mapping, after its private data.
+            let Some(at) = pdata.len().checked_sub(shm::TRAILER) else { return Err(End::Protocol) };
+            if h.flags & F_DATAGRAM == 0 && c.phase == Phase::AwaitReq {
+                c.shm = shm::accept_trailer(&pdata[at..]);
+            }
+            pdata.truncate(at);
+        }
         match (op, c.phase, c.active) {
             (Some(Op::Req), Phase::AwaitReq, false) => {
                 if h.a != MAGIC {
@@ -1019,10 +1233,32 @@ impl Progress {
                     c.phase = Phase::Held;
                     c.up = true;
                     let id = c.id;
+                    if h.flags & F_SHM != 0 && c.shm.is_some() {
+                        // The peer took the mapping: both directions move there now.
+                        if let Some(m) = c.shm.as_mut() {
+                            m.unlink();
+                        }
+                        c.shm_in = true;
+                        c.shm_out = true;
+                        c.start = 0;
+                        c.end = 0;
+                        c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
+                        c.cma_out = shm::cma_enabled() && c.cma_in && h.flags & F_CMA != 0;
+                        c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
+                        self.shm_conns.push(token);
+                        log::info!("sock: connection {token} (id {id}, active): on-node shared memory, cma {}", yes(c.cma_in && c.cma_out));
+                    } else {
+                        if h.flags & F_SHM != 0 {
+                            return Err(End::Protocol);
+                        }
+                        c.shm = None;
+                        log::info!("sock: connection {token} (id {id}, active): tcp");
+                    }
                     self.post(CmEventKind::ConnectResponse, id, pdata, None);
                 }
             }
             (Some(Op::Rej), Phase::AwaitRep, true) => {
+                c.shm = None;
                 let id = c.id;
                 c.id = 0;
                 self.by_id.remove(&id);
@@ -1036,6 +1272,8 @@ impl Progress {
             }
             (Some(Op::Rtu), Phase::Open, false) => {
                 c.established = true;
+                // Our requests go by reference from now on if the peer reaches us.
+                c.cma_out = c.cma_in && h.flags & F_CMA != 0;
                 let id = c.id;
                 self.post(CmEventKind::Established, id, Vec::new(), None);
             }
@@ -1062,6 +1300,11 @@ impl Progress {
         loop {
             budget -= 1;
             if budget == 0 {
+                // More requests may wait in the send queue, and a ring (or a
+                // socket with room) gives no event for them: come back.
+                if !self.again.contains(&token) {
+                    self.again.push(token);
+                }
                 return Ok(());
             }
             let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
@@ -1074,12 +1317,50 @@ impl Progress {
             if !send_frame(c)? {
                 return Ok(());
             }
+            if c.shm_out_next {
+                // The REP is out: the rest goes through the mapping.
+                c.shm_out_next = false;
+                c.shm_out = true;
+            }
         }
     }
 }
 
 fn remote_ok(qp: &QpInner, rkey: u32, addr: u64, len: u64, need: u32) -> bool {
     keys::lookup_remote(rkey).is_some_and(|r| (r.qp == 0 || r.qp == qp.num) && r.allows(addr, len, need, qp.pd))
+}
+
+fn yes(v: bool) -> &'static str {
+    if v { "yes" } else { "no" }
+}
+
+/// A by-reference RDMA request (on-node, cross-memory attach): the rkey is
+/// checked for the data's length (`a`) here; the payload is the
+/// initiator's segment list, and the bytes move once it has arrived.
+fn by_reference(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr) -> Result<(), End> {
+    let len = h.len as u64;
+    if !c.cma_in || len % 16 != 0 || len > 16 * super::device::MAX_SGE as u64 || h.a > super::device::MAX_MSG as u64 {
+        return Err(End::Protocol);
+    }
+    let need = if op == Op::ReadReq { keys::REMOTE_READ } else { keys::REMOTE_WRITE };
+    if !remote_ok(qp, h.rkey, h.addr, h.a, need) {
+        return refuse(c, len, Nak::RemoteAccess);
+    }
+    let then = match op {
+        Op::ReadReq => Then::Push { addr: h.addr, len: h.a },
+        Op::WriteImm => {
+            if !qp.take_recv(&mut c.wqe) {
+                c.inp = InState::Stalled(h);
+                return Ok(());
+            }
+            let imm = (h.flags & F_IMM != 0).then_some(h.imm);
+            Then::Pull { addr: h.addr, len: h.a, recv: Some((c.wqe.wr_id, imm, h.flags & F_SOLICITED != 0)) }
+        }
+        _ => Then::Pull { addr: h.addr, len: h.a, recv: None },
+    };
+    c.pdata.clear();
+    Progress::set_payload(c, len, Dest::Pdata, then);
+    Ok(())
 }
 
 /// Refuses the peer's request: a NAK, its payload dropped, and every later
@@ -1116,6 +1397,16 @@ fn fill(c: &mut Conn) -> Result<bool, End> {
         c.start = 0;
     }
     let room = c.buf.len() - c.end;
+    if c.shm_in {
+        let Some(m) = &c.shm else { return Ok(false) };
+        // SAFETY: the free tail of our own buffer, `room` bytes.
+        let n = unsafe { m.rx.pop(c.buf[c.end..].as_mut_ptr(), room) };
+        if n > 0 && m.rx.must_ring_producer() {
+            shm::ring_bell(c.fd);
+        }
+        c.end += n;
+        return Ok(n > 0);
+    }
     // SAFETY: reading into the free tail of our own buffer.
     let n = unsafe { libc::read(c.fd, c.buf[c.end..].as_mut_ptr() as *mut libc::c_void, room) };
     if n > 0 {
@@ -1165,7 +1456,30 @@ fn take_payload(c: &mut Conn) -> Result<bool, End> {
         }
         return Ok(true);
     }
-    if left >= (INBUF / 4) as u64 && matches!(dest, Dest::Segs) {
+    if c.shm_in && matches!(dest, Dest::Segs) && c.seg < c.segs.len() {
+        // Straight from the ring into the destination (checked as below).
+        let Some(m) = &c.shm else { return Ok(false) };
+        let (a, l) = c.segs[c.seg];
+        let want = (l - c.seg_off).min(left) as usize;
+        // SAFETY: a destination checked against its key when the frame arrived.
+        let n = unsafe { m.rx.pop((a + c.seg_off) as *mut u8, want) } as u64;
+        if n == 0 {
+            return Ok(false);
+        }
+        if m.rx.must_ring_producer() {
+            shm::ring_bell(c.fd);
+        }
+        if let InState::Payload { left, .. } = &mut c.inp {
+            *left -= n;
+        }
+        c.seg_off += n;
+        if c.seg_off == l {
+            c.seg += 1;
+            c.seg_off = 0;
+        }
+        return Ok(true);
+    }
+    if left >= (INBUF / 4) as u64 && matches!(dest, Dest::Segs) && !c.shm_in {
         let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 8];
         let mut k = 0;
         let mut want = left;
@@ -1241,6 +1555,11 @@ fn next_frame(c: &mut Conn) -> bool {
                 h.op = Op::AtomicResp as u8;
                 h.a = v;
             }
+            Resp::ReadPlaced(n) => {
+                h.op = Op::ReadResp as u8;
+                h.flags = F_CMA;
+                h.a = n;
+            }
             Resp::Nak(s) => {
                 h.op = Op::Nak as u8;
                 h.status = s;
@@ -1250,7 +1569,19 @@ fn next_frame(c: &mut Conn) -> bool {
         let Some(q) = c.live_qp().cloned() else { return false };
         let Some(w) = q.next_request(&mut c.out.segs) else { return false };
         h = request_header(&w);
-        if !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) {
+        if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= shm::cma_min() {
+            // By reference: the target pulls (or pushes) the bytes itself.
+            c.cma_list.clear();
+            for &(a, l) in &c.out.segs {
+                c.cma_list.extend_from_slice(&a.to_le_bytes());
+                c.cma_list.extend_from_slice(&l.to_le_bytes());
+            }
+            c.out.segs.clear();
+            c.out.segs.push((c.cma_list.as_ptr() as u64, c.cma_list.len() as u64));
+            h.flags |= F_CMA;
+            h.a = w.len;
+            h.len = c.cma_list.len() as u32;
+        } else if !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) {
             c.out.segs.clear();
         }
     }
@@ -1259,6 +1590,20 @@ fn next_frame(c: &mut Conn) -> bool {
     c.out.pos = 0;
     c.out.active = true;
     true
+}
+
+/// Appends the on-node offer to a handshake frame (F_SHM, longer payload).
+fn add_trailer(frame: &mut Vec<u8>, tr: &[u8]) {
+    if frame.len() < HDR {
+        return;
+    }
+    let mut h = Hdr::decode(&frame[..HDR]);
+    h.flags |= F_SHM;
+    h.len += tr.len() as u32;
+    let mut head = [0u8; HDR];
+    h.encode(&mut head);
+    frame[..HDR].copy_from_slice(&head);
+    frame.extend_from_slice(tr);
 }
 
 fn request_header(w: &Wqe) -> Hdr {
@@ -1332,6 +1677,29 @@ fn send_frame(c: &mut Conn) -> Result<bool, End> {
     if k == 0 {
         c.out.active = false;
         return Ok(true);
+    }
+    if c.shm_out {
+        let Some(m) = &c.shm else { return Err(End::Protocol) };
+        let mut n = 0u64;
+        for v in &iov[..k] {
+            // SAFETY: as for sendmsg below: our header, or local segments
+            // checked against their keys.
+            let put = unsafe { m.tx.push(v.iov_base as *const u8, v.iov_len) };
+            n += put as u64;
+            if put < v.iov_len {
+                break;
+            }
+        }
+        if n > 0 && m.tx.must_ring_consumer() {
+            shm::ring_bell(c.fd);
+        }
+        c.out.pos += n;
+        if c.out.pos >= c.out.total {
+            c.out.active = false;
+            c.out.ctl = None;
+            return Ok(true);
+        }
+        return Ok(false);
     }
     // SAFETY: all-zero msghdr, then iovecs over our header and local
     // segments checked against their keys; they outlive the call.

@@ -82,6 +82,15 @@ pub const F_IMM: u8 = 2;
 pub const F_DATAGRAM: u8 = 4;
 /// REJ: the peer's consumer refused (its private data follows).
 pub const F_CONSUMER: u8 = 8;
+/// REQ: the last `shm::TRAILER` payload bytes are the requester's host
+/// identity and the name of its shared mapping (not private data). REP:
+/// the passive end took the mapping; both ends switch to it.
+pub const F_SHM: u8 = 16;
+/// REP, RTU: the sender can reach its peer's memory (cross-memory
+/// attach), so the peer's RDMA requests may go by reference. A request:
+/// its payload is the initiator's (address, length) list, `a` the length.
+/// A READ response: the data was placed already, `a` bytes.
+pub const F_CMA: u8 = 32;
 
 /// Why a target refused a request; the initiator's completion status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +102,9 @@ pub enum Nak {
     InvalidRequest = 2,
     /// The target could not complete it (its own memory is bad).
     RemoteOp = 3,
+    /// The target could not reach the initiator's own segments (a
+    /// by-reference request): the initiator's protection error.
+    LocalProt = 4,
 }
 
 impl Nak {
@@ -100,6 +112,7 @@ impl Nak {
         match v {
             1 => dat_abi::DAT_DTO_ERR_REMOTE_ACCESS,
             2 | 3 => dat_abi::DAT_DTO_ERR_REMOTE_RESPONDER,
+            4 => dat_abi::DAT_DTO_ERR_LOCAL_PROTECTION,
             _ => dat_abi::DAT_DTO_ERR_BAD_RESPONSE,
         }
     }

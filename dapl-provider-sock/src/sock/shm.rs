@@ -1,0 +1,696 @@
+//! The on-node path: a connection whose two ends run on the same host (same
+//! boot, same network namespace, same uid) moves its frames through two
+//! byte rings in a shared mapping instead of the TCP stream. The stream
+//! stays: it carried the handshake, its end (EOF, RST) still tells that
+//! the peer died, and it is the doorbell (one byte, sent only to a reader
+//! that said it is going to sleep).
+//!
+//! The mapping is a file in /dev/shm that the active end creates (O_EXCL,
+//! mode 0600, a random name) and names in its REQ; the passive end opens
+//! it and unlinks it at once, and says in its REP whether it did. The
+//! active end unlinks it too when the REP or REJ arrives or the attempt
+//! fails, so no file outlives a handshake.
+//!
+//! Layout: one control page (a `Ctl` per ring, each field on its own cache
+//! line), then ring 0 (active to passive) and ring 1 (passive to active),
+//! `RING` bytes each. Each ring has one producer and one consumer (the two
+//! progress threads): `head` counts bytes ever written, `tail` bytes ever
+//! read; the producer publishes data with a Release store of `head`, the
+//! consumer frees room with a Release store of `tail`.
+//!
+//! Doorbell, the lost-wakeup race: a consumer about to sleep stores
+//! `sleeping = 1`, fences (SeqCst) and looks at `head` once more; a
+//! producer stores `head`, fences (SeqCst) and looks at `sleeping`. One of
+//! the two sees the other's store, so either the consumer does not sleep
+//! or the producer rings (and clears the flag, so one byte per sleep). A
+//! producer that finds the ring full does the same with `waiting`, and the
+//! consumer rings it after it frees room.
+
+use std::io;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+
+/// Bytes per ring (one per direction).
+pub const RING: usize = 1 << 20;
+const CTL_PAGE: usize = 4096;
+const MAP_LEN: usize = CTL_PAGE + 2 * RING;
+/// Length of the host identity a handshake frame carries.
+pub const TRAILER: usize = 96;
+const PREFIX: &str = "dapl-sock-";
+/// Where the two ends' CMA slots sit in the control page.
+const SLOTS: usize = 2048;
+
+/// A random value at a fixed address of this process, for the peer's probe.
+static COOKIE: AtomicU64 = AtomicU64::new(0);
+
+fn cookie() -> u64 {
+    let v = COOKIE.load(Ordering::Relaxed);
+    if v != 0 {
+        return v;
+    }
+    let mut r = 0u64;
+    // SAFETY: getrandom writes at most 8 bytes into r.
+    unsafe { libc::getrandom(&mut r as *mut u64 as *mut libc::c_void, 8, 0) };
+    let r = r | 1;
+    match COOKIE.compare_exchange(0, r, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => r,
+        Err(v) => v,
+    }
+}
+
+/// Whether one-sided RDMA may use cross-memory attach (`DAPL_SOCK_CMA=0`:
+/// never; payloads then go through the ring).
+pub fn cma_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| !env_off("DAPL_SOCK_CMA"))
+}
+
+/// The smallest RDMA payload sent by reference (`DAPL_SOCK_CMA_MIN`,
+/// bytes): below it two copies through the ring cost less than the
+/// target's syscall.
+pub fn cma_min() -> u64 {
+    static MIN: OnceLock<u64> = OnceLock::new();
+    *MIN.get_or_init(|| std::env::var("DAPL_SOCK_CMA_MIN").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(8192))
+}
+
+/// Decodes a by-reference list (address, length pairs, little-endian)
+/// into `out`; false if malformed.
+fn iovs_of(list: &[u8], out: &mut [libc::iovec; 64]) -> Option<usize> {
+    if list.len() % 16 != 0 || list.len() / 16 > out.len() {
+        return None;
+    }
+    for (i, ch) in list.chunks_exact(16).enumerate() {
+        let a = u64::from_le_bytes(ch[..8].try_into().ok()?);
+        let l = u64::from_le_bytes(ch[8..].try_into().ok()?);
+        out[i] = libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l as usize };
+    }
+    Some(list.len() / 16)
+}
+
+/// The target of a by-reference RDMA write: pulls `len` bytes from the
+/// initiator's segments (`list`) into our range at `addr`, which the
+/// caller checked against the rkey. true: all of them arrived.
+pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
+    let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
+    let Some(k) = iovs_of(list, &mut remote) else { return false };
+    let sum = remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>();
+    if sum != len {
+        log::debug!("sock: by-reference write of {len} bytes names {sum} bytes in {k} segments");
+        return false;
+    }
+    let local = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
+    if len == 0 {
+        return true;
+    }
+    // SAFETY: writes only our local range (checked by the caller) and reads the peer.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, remote.as_ptr(), k as libc::c_ulong, 0) };
+    if n < 0 || n as u64 != len {
+        log::debug!("sock: process_vm_readv from pid {pid}, {k} segments, {len} bytes: {n} ({})", io::Error::last_os_error());
+        return false;
+    }
+    true
+}
+
+/// The target of a by-reference RDMA read: pushes our range at `addr`
+/// (checked against the rkey) into the initiator's segments (`list`).
+pub fn push_to(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
+    let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
+    let Some(k) = iovs_of(list, &mut remote) else { return false };
+    let sum = remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>();
+    if sum != len {
+        log::debug!("sock: by-reference read of {len} bytes names {sum} bytes in {k} segments");
+        return false;
+    }
+    if len == 0 {
+        return true;
+    }
+    let local = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
+    // SAFETY: reads only our local range (checked by the caller) and writes the peer.
+    let n = unsafe { libc::process_vm_writev(pid, &local, 1, remote.as_ptr(), k as libc::c_ulong, 0) };
+    if n < 0 || n as u64 != len {
+        log::debug!("sock: process_vm_writev to pid {pid}, {k} segments, {len} bytes: {n} ({})", io::Error::last_os_error());
+        return false;
+    }
+    true
+}
+
+#[repr(C, align(64))]
+struct Line<T>(T);
+
+/// A ring's shared control words.
+#[repr(C)]
+pub struct Ctl {
+    head: Line<AtomicU64>,
+    tail: Line<AtomicU64>,
+    sleeping: Line<AtomicU32>,
+    waiting: Line<AtomicU32>,
+}
+
+/// One direction of a mapping, as one end sees it.
+pub struct Ring {
+    ctl: *const Ctl,
+    data: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: the pointers are into a mapping owned by the `Shm` that owns the
+// ring (or a test's buffer); the ring is used by one thread at a time.
+unsafe impl Send for Ring {}
+// SAFETY: the producer's and the consumer's calls touch disjoint bytes,
+// ordered by the Acquire/Release counters; each side is one thread.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    /// # Safety
+    /// `ctl` and `data` (of `cap` bytes, a power of two) stay valid for the
+    /// life of the ring.
+    unsafe fn new(ctl: *const Ctl, data: *mut u8, cap: usize) -> Ring {
+        debug_assert!(cap.is_power_of_two());
+        Ring { ctl, data, cap }
+    }
+
+    fn ctl(&self) -> &Ctl {
+        // SAFETY: valid for our life (see new).
+        unsafe { &*self.ctl }
+    }
+
+    /// Bytes the consumer may read now.
+    pub fn available(&self) -> usize {
+        let c = self.ctl();
+        let n = c.head.0.load(Ordering::Acquire).wrapping_sub(c.tail.0.load(Ordering::Relaxed));
+        (n as usize).min(self.cap)
+    }
+
+    /// Bytes the producer may write now.
+    pub fn space(&self) -> usize {
+        let c = self.ctl();
+        let used = c.head.0.load(Ordering::Relaxed).wrapping_sub(c.tail.0.load(Ordering::Acquire));
+        self.cap - (used as usize).min(self.cap)
+    }
+
+    /// Producer: copies up to `len` bytes from `src`; returns how many.
+    ///
+    /// # Safety
+    /// `src` is readable for `len` bytes.
+    pub unsafe fn push(&self, src: *const u8, len: usize) -> usize {
+        let n = len.min(self.space());
+        if n == 0 {
+            return 0;
+        }
+        let c = self.ctl();
+        let head = c.head.0.load(Ordering::Relaxed);
+        let at = head as usize & (self.cap - 1);
+        let first = n.min(self.cap - at);
+        // SAFETY: the free part of the ring, which the consumer does not read
+        // until head moves; src is readable (caller).
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.data.add(at), first);
+            std::ptr::copy_nonoverlapping(src.add(first), self.data, n - first);
+        }
+        c.head.0.store(head.wrapping_add(n as u64), Ordering::Release);
+        n
+    }
+
+    /// Consumer: copies up to `len` bytes into `dst`; returns how many.
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes.
+    pub unsafe fn pop(&self, dst: *mut u8, len: usize) -> usize {
+        let n = len.min(self.available());
+        if n == 0 {
+            return 0;
+        }
+        let c = self.ctl();
+        let tail = c.tail.0.load(Ordering::Relaxed);
+        let at = tail as usize & (self.cap - 1);
+        let first = n.min(self.cap - at);
+        // SAFETY: the filled part of the ring (published by head's Release);
+        // dst is writable (caller).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data.add(at), dst, first);
+            std::ptr::copy_nonoverlapping(self.data, dst.add(first), n - first);
+        }
+        c.tail.0.store(tail.wrapping_add(n as u64), Ordering::Release);
+        n
+    }
+
+    /// Consumer, before it sleeps: flags it, then true if data came
+    /// meanwhile (do not sleep then).
+    pub fn prepare_sleep(&self) -> bool {
+        self.ctl().sleeping.0.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.available() > 0
+    }
+
+    /// Consumer, awake again.
+    pub fn awake(&self) {
+        self.ctl().sleeping.0.store(0, Ordering::Relaxed);
+    }
+
+    /// Producer, after a push: whether the consumer must be rung.
+    pub fn must_ring_consumer(&self) -> bool {
+        fence(Ordering::SeqCst);
+        let s = &self.ctl().sleeping.0;
+        s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::AcqRel) != 0
+    }
+
+    /// Producer, the ring full: flags it, then true if room came meanwhile.
+    pub fn prepare_wait(&self) -> bool {
+        self.ctl().waiting.0.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.space() > 0
+    }
+
+    /// Consumer, after a pop: whether the producer waits for room.
+    pub fn must_ring_producer(&self) -> bool {
+        fence(Ordering::SeqCst);
+        let w = &self.ctl().waiting.0;
+        w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0
+    }
+}
+
+/// A connection's shared mapping: the ring it writes and the one it reads.
+pub struct Shm {
+    base: *mut u8,
+    creator: bool,
+    /// The peer's pid, once `probe_peer` read it.
+    pub peer_pid: i32,
+    pub tx: Ring,
+    pub rx: Ring,
+    /// The file's name while it may still exist (the creator's copy).
+    name: Option<std::ffi::CString>,
+}
+
+// SAFETY: the mapping is ours until drop; one thread uses it at a time.
+unsafe impl Send for Shm {}
+
+fn path_of(name: &str) -> Option<std::ffi::CString> {
+    let ok = name.len() <= 40 && name.starts_with(PREFIX) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !ok {
+        return None;
+    }
+    std::ffi::CString::new(format!("/dev/shm/{name}")).ok()
+}
+
+fn map(fd: i32) -> io::Result<*mut u8> {
+    // SAFETY: a new shared mapping of our file; checked.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), MAP_LEN, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+    if p == libc::MAP_FAILED { Err(io::Error::last_os_error()) } else { Ok(p as *mut u8) }
+}
+
+impl Shm {
+    fn from_base(base: *mut u8, creator: bool, name: Option<std::ffi::CString>) -> Shm {
+        // SAFETY: both Ctl blocks and rings lie inside the MAP_LEN mapping at base.
+        let (c0, c1, d0, d1) = unsafe {
+            (base as *const Ctl, base.add(1024) as *const Ctl, base.add(CTL_PAGE), base.add(CTL_PAGE + RING))
+        };
+        // SAFETY: the mapping lives as long as the Shm that owns these rings.
+        let (r0, r1) = unsafe { (Ring::new(c0, d0, RING), Ring::new(c1, d1, RING)) };
+        let (tx, rx) = if creator { (r0, r1) } else { (r1, r0) };
+        Shm { base, creator, peer_pid: 0, tx, rx, name }
+    }
+
+    /// The active end: a new mapping and the name to send.
+    pub fn create() -> io::Result<(Shm, String)> {
+        let mut r = [0u8; 8];
+        // SAFETY: getrandom writes at most 8 bytes into r.
+        if unsafe { libc::getrandom(r.as_mut_ptr() as *mut libc::c_void, 8, 0) } != 8 {
+            return Err(io::Error::last_os_error());
+        }
+        let name = format!("{PREFIX}{:016x}", u64::from_ne_bytes(r));
+        let path = path_of(&name).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: creating a new file of our own; checked.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW, 0o600) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: sizing our new file; the mapping then holds it, the fd goes.
+        let r = if unsafe { libc::ftruncate(fd, MAP_LEN as libc::off_t) } == 0 { map(fd) } else { Err(io::Error::last_os_error()) };
+        // SAFETY: our fd, closed once.
+        unsafe { libc::close(fd) };
+        match r {
+            Ok(base) => {
+                let m = Shm::from_base(base, true, Some(path));
+                m.publish_self();
+                Ok((m, name))
+            }
+            Err(e) => {
+                // SAFETY: removing the file we just made.
+                unsafe { libc::unlink(path.as_ptr()) };
+                Err(e)
+            }
+        }
+    }
+
+    /// The passive end: maps the peer's file and unlinks it.
+    pub fn open(name: &str) -> io::Result<Shm> {
+        let path = path_of(name).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: opening an existing file by a name we checked; checked.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: all-zero stat, filled by fstat of our fd.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let r = if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            Err(io::Error::last_os_error())
+        } else if st.st_size as usize != MAP_LEN || st.st_uid != uid() || st.st_mode & 0o077 != 0 {
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        } else {
+            map(fd)
+        };
+        // SAFETY: our fd, closed once; the file goes now that we hold it (or failed).
+        unsafe {
+            libc::close(fd);
+            libc::unlink(path.as_ptr());
+        }
+        r.map(|base| {
+            let m = Shm::from_base(base, false, None);
+            m.publish_self();
+            m
+        })
+    }
+
+    /// The slot (pid, cookie address, cookie value) of one end in the
+    /// control page, for the cross-memory-attach probe.
+    fn slot(&self, creator: bool) -> &[AtomicU64; 3] {
+        let off = SLOTS + if creator { 0 } else { 64 };
+        // SAFETY: 24 aligned bytes inside the control page of our mapping.
+        unsafe { &*(self.base.add(off) as *const [AtomicU64; 3]) }
+    }
+
+    fn publish_self(&self) {
+        let s = self.slot(self.creator);
+        // SAFETY: plain syscall.
+        s[0].store(unsafe { libc::getpid() } as u64, Ordering::Relaxed);
+        s[1].store(&COOKIE as *const AtomicU64 as u64, Ordering::Relaxed);
+        s[2].store(cookie(), Ordering::Release);
+    }
+
+    /// Whether this process can reach the peer's memory with
+    /// process_vm_readv/writev: reads the cookie the peer published and
+    /// compares it (a pid from another pid namespace, ptrace_scope, seccomp
+    /// or a kernel without CMA all give no).
+    pub fn probe_peer(&mut self) -> bool {
+        let s = self.slot(!self.creator);
+        let want = s[2].load(Ordering::Acquire);
+        let (pid, addr) = (s[0].load(Ordering::Relaxed) as i32, s[1].load(Ordering::Relaxed));
+        if want == 0 || pid <= 0 {
+            return false;
+        }
+        let mut got = 0u64;
+        let local = libc::iovec { iov_base: &mut got as *mut u64 as *mut libc::c_void, iov_len: 8 };
+        let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: 8 };
+        // SAFETY: reads 8 bytes of the peer into our local u64.
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        if n == 8 && got == want {
+            self.peer_pid = pid;
+            return true;
+        }
+        log::debug!("sock: cross-memory attach to pid {pid}: {}", if n < 0 { io::Error::last_os_error().to_string() } else { "cookie mismatch".into() });
+        false
+    }
+
+    /// Removes the file (the creator, once the handshake is over).
+    pub fn unlink(&mut self) {
+        if let Some(p) = self.name.take() {
+            // SAFETY: our own file's path; ENOENT (the peer took it) is fine.
+            unsafe { libc::unlink(p.as_ptr()) };
+        }
+    }
+}
+
+impl Drop for Shm {
+    fn drop(&mut self) {
+        self.unlink();
+        // SAFETY: our mapping; the rings that point into it go with us.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, MAP_LEN) };
+    }
+}
+
+fn uid() -> u32 {
+    // SAFETY: plain syscall.
+    unsafe { libc::getuid() }
+}
+
+fn env_off(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| matches!(v.trim(), "0" | "no" | "off" | "false"))
+}
+
+/// Whether this process offers and accepts the on-node path
+/// (`DAPL_SOCK_SHM=0` turns it off).
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| !env_off("DAPL_SOCK_SHM") && host().is_some())
+}
+
+/// This host as the handshake names it: boot id, network namespace
+/// (device and inode of /proc/self/ns/net), uid.
+fn host() -> Option<&'static [u8; 64]> {
+    static H: OnceLock<Option<[u8; 64]>> = OnceLock::new();
+    H.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let boot = boot.trim().as_bytes();
+        if boot.len() < 16 || boot.len() > 40 {
+            return None;
+        }
+        let ns = std::fs::metadata("/proc/self/ns/net").ok()?;
+        use std::os::unix::fs::MetadataExt;
+        let mut h = [0u8; 64];
+        h[..boot.len()].copy_from_slice(boot);
+        h[40..48].copy_from_slice(&ns.dev().to_le_bytes());
+        h[48..56].copy_from_slice(&ns.ino().to_le_bytes());
+        h[56..60].copy_from_slice(&uid().to_le_bytes());
+        Some(h)
+    })
+    .as_ref()
+}
+
+/// The REQ's trailer: our host and the mapping's name.
+pub fn trailer(name: &str) -> Option<[u8; TRAILER]> {
+    let h = host()?;
+    let mut t = [0u8; TRAILER];
+    t[..64].copy_from_slice(h);
+    let n = name.as_bytes();
+    if n.len() > TRAILER - 64 {
+        return None;
+    }
+    t[64..64 + n.len()].copy_from_slice(n);
+    Some(t)
+}
+
+/// The passive end's reading of a REQ's trailer: the mapping, if the
+/// requester is on this host and the mapping opens.
+pub fn accept_trailer(t: &[u8]) -> Option<Shm> {
+    if !enabled() || t.len() != TRAILER || t[..64] != host()?[..] {
+        return None;
+    }
+    let name = &t[64..];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let name = std::str::from_utf8(&name[..end]).ok()?;
+    match Shm::open(name) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::info!("sock: on-node peer, but its mapping {name} does not open ({e}); staying on tcp");
+            None
+        }
+    }
+}
+
+/// Sends a doorbell byte on a connection's stream. A full socket buffer
+/// already holds bytes that will wake the peer; a dead peer shows as EOF.
+pub fn ring_bell(fd: i32) {
+    let b = 1u8;
+    // SAFETY: one byte from our stack onto our socket.
+    unsafe { libc::send(fd, &b as *const u8 as *const libc::c_void, 1, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+}
+
+/// Reads and drops doorbell bytes. false: the stream ended or failed.
+pub fn drain_bells(fd: i32) -> Result<(), i32> {
+    let mut b = [0u8; 64];
+    loop {
+        // SAFETY: reading into our stack buffer.
+        let n = unsafe { libc::recv(fd, b.as_mut_ptr() as *mut libc::c_void, b.len(), libc::MSG_DONTWAIT) };
+        if n > 0 {
+            continue;
+        }
+        if n == 0 {
+            return Err(0);
+        }
+        let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        return match e {
+            libc::EAGAIN | libc::EINTR => Ok(()),
+            e => Err(e),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TestRing {
+        _ctl: Box<Ctl>,
+        _data: Vec<u8>,
+        ring: Ring,
+    }
+
+    fn ring(cap: usize) -> TestRing {
+        let ctl = Box::new(Ctl {
+            head: Line(AtomicU64::new(0)),
+            tail: Line(AtomicU64::new(0)),
+            sleeping: Line(AtomicU32::new(0)),
+            waiting: Line(AtomicU32::new(0)),
+        });
+        let mut data = vec![0u8; cap];
+        // SAFETY: both live in the TestRing beside the ring.
+        let ring = unsafe { Ring::new(&*ctl, data.as_mut_ptr(), cap) };
+        TestRing { _ctl: ctl, _data: data, ring }
+    }
+
+    fn push(r: &Ring, b: &[u8]) -> usize {
+        // SAFETY: a slice.
+        unsafe { r.push(b.as_ptr(), b.len()) }
+    }
+
+    fn pop(r: &Ring, n: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n];
+        // SAFETY: a buffer of n bytes.
+        let k = unsafe { r.pop(v.as_mut_ptr(), n) };
+        v.truncate(k);
+        v
+    }
+
+    #[test]
+    fn empty_and_full() {
+        let t = ring(16);
+        let r = &t.ring;
+        assert_eq!(r.available(), 0);
+        assert_eq!(pop(r, 4), Vec::<u8>::new());
+        assert_eq!(r.space(), 16);
+        assert_eq!(push(r, &[7u8; 20]), 16);
+        assert_eq!(r.space(), 0);
+        assert_eq!(push(r, &[1]), 0);
+        assert_eq!(pop(r, 20), vec![7u8; 16]);
+        assert_eq!(r.available(), 0);
+        assert_eq!(r.space(), 16);
+    }
+
+    #[test]
+    fn wraps_around() {
+        let t = ring(16);
+        let r = &t.ring;
+        let mut next = 0u8;
+        let mut expect = 0u8;
+        // Odd sizes so every offset of the wrap gets crossed.
+        for round in 0..200 {
+            let n = 1 + round % 13;
+            let b: Vec<u8> = (0..n).map(|_| { next = next.wrapping_add(1); next }).collect();
+            let k = push(r, &b);
+            assert_eq!(k, n.min(16 - r.available() + k));
+            next = next.wrapping_sub((n - k) as u8);
+            for x in pop(r, 1 + round % 7) {
+                expect = expect.wrapping_add(1);
+                assert_eq!(x, expect);
+            }
+        }
+        for x in pop(r, 16) {
+            expect = expect.wrapping_add(1);
+            assert_eq!(x, expect);
+        }
+        assert_eq!(expect, next);
+    }
+
+    #[test]
+    fn doorbell_flags() {
+        let t = ring(16);
+        let r = &t.ring;
+        // A consumer that sleeps on an empty ring is rung once, by the next push.
+        assert!(!r.prepare_sleep());
+        assert_eq!(push(r, b"ab"), 2);
+        assert!(r.must_ring_consumer());
+        assert!(!r.must_ring_consumer());
+        // Data already there: the consumer does not sleep.
+        assert!(r.prepare_sleep());
+        r.awake();
+        assert!(!r.must_ring_consumer());
+        // A producer facing a full ring is rung once room is made.
+        assert_eq!(push(r, &[0u8; 14]), 14);
+        assert!(!r.prepare_wait());
+        assert_eq!(pop(r, 3).len(), 3);
+        assert!(r.must_ring_producer());
+        assert!(!r.must_ring_producer());
+        // Room already there: the producer does not wait.
+        assert!(r.prepare_wait());
+    }
+
+    #[test]
+    fn threads_move_a_stream() {
+        let t = ring(64);
+        let r: &'static Ring = Box::leak(Box::new(t)).ring_ref();
+        const N: usize = 200_000;
+        let prod = std::thread::spawn(move || {
+            let mut i = 0usize;
+            while i < N {
+                let b: Vec<u8> = (i..(i + 37).min(N)).map(|x| x as u8).collect();
+                // SAFETY: a slice.
+                i += unsafe { r.push(b.as_ptr(), b.len()) };
+            }
+        });
+        let mut got = 0usize;
+        while got < N {
+            for x in pop(r, 50) {
+                assert_eq!(x, got as u8);
+                got += 1;
+            }
+        }
+        prod.join().unwrap();
+    }
+
+    impl TestRing {
+        fn ring_ref(&self) -> &Ring {
+            &self.ring
+        }
+    }
+
+    #[test]
+    fn mapping_round_trip_and_no_leftover() {
+        let (mut a, name) = Shm::create().unwrap();
+        let b = Shm::open(&name).unwrap();
+        assert!(std::fs::metadata(format!("/dev/shm/{name}")).is_err());
+        a.unlink();
+        assert_eq!(push(&a.tx, b"hello"), 5);
+        assert_eq!(pop(&b.rx, 10), b"hello");
+        assert_eq!(push(&b.tx, b"back"), 4);
+        assert_eq!(pop(&a.rx, 10), b"back");
+        assert!(Shm::open("../etc/passwd").is_err());
+        // Both ends in one process: each reaches the other's cookie.
+        let (mut a, mut b) = (a, b);
+        if cma_enabled() {
+            assert!(a.probe_peer() && b.probe_peer());
+            let src = [5u8; 100];
+            let mut dst = [0u8; 100];
+            let mut list = Vec::new();
+            list.extend_from_slice(&(src.as_ptr() as u64).to_le_bytes());
+            list.extend_from_slice(&60u64.to_le_bytes());
+            list.extend_from_slice(&(src[60..].as_ptr() as u64).to_le_bytes());
+            list.extend_from_slice(&40u64.to_le_bytes());
+            assert!(pull(a.peer_pid, dst.as_mut_ptr() as u64, 100, &list));
+            assert_eq!(dst, src);
+            assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 99, &list));
+            assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 5, &list[..15]));
+            // The initiator's segment is not mapped: a failure, not a fault here.
+            let mut bad = Vec::new();
+            bad.extend_from_slice(&8u64.to_le_bytes());
+            bad.extend_from_slice(&100u64.to_le_bytes());
+            assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 100, &bad));
+            assert!(!push_to(a.peer_pid, src.as_ptr() as u64, 100, &bad));
+            assert!(push_to(b.peer_pid, src.as_ptr() as u64, 100, &list[..16]) == false);
+        }
+        let t = trailer(&name).unwrap();
+        let c = accept_trailer(&t);
+        // The file is gone: nothing to open.
+        assert!(c.is_none());
+    }
+}
