@@ -422,6 +422,7 @@ static const struct area areas[] = {
 	{ counters_cases, &counters_ncases },
 	{ threads_cases, &threads_ncases },
 	{ kills_cases, &kills_ncases },
+	{ placement_cases, &placement_ncases },
 };
 #define NAREAS (sizeof(areas) / sizeof(areas[0]))
 

@@ -66,9 +66,11 @@ run_once() {
 }
 
 # MVAPICH2's eager RDMA path polls the last word of each message and reads
-# the header in front of it; under Soft-RoCE in this guest it sometimes finds
-# a stale header, on both providers alike (README, "MPI over our stack").
-# A run that ends with that message, and only such a run, is tried again, up
+# the header in front of it; under Soft-RoCE in this guest that word is seen
+# torn and the header read from the wrong place, on both providers alike, so
+# run-mpi.sh turns the path off in the guest (README, "MPI over our stack").
+# Should a run still end with that message (MPI_FAST_PATH=1), and only such
+# a run, it is tried again, up
 # to MPI_TRIES times in all (default 3); the results say so, and a run that
 # ends so every time is reported as "stale", neither passed nor failed.
 FASTPATH_FLAKE="Control shouldn't reach here in prototype"

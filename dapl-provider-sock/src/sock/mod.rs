@@ -17,7 +17,8 @@
 //! (connection ids, listen, the handshake's calls, the event thread),
 //! `wire` (frame format), `progress` (the socket engine), `shm` (the
 //! on-node mapping, rings and cross-memory attach), `qp` (queues and
-//! QP states), `srq`, `cq`, `keys` (PD, MR, MW and the key tables), `ud`.
+//! QP states), `srq`, `cq`, `keys` (PD, MR, MW and the key tables), `ud`,
+//! `tail` (the last bytes of a write, placed last and whole).
 //!
 //! On-node path (`shm`): when the handshake finds both ends on one host
 //! (boot id, network namespace, uid), the connection's frames move
@@ -36,6 +37,7 @@ pub mod progress;
 pub mod qp;
 pub mod shm;
 pub mod srq;
+pub mod tail;
 pub mod ud;
 pub mod wire;
 

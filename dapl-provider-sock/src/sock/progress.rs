@@ -30,6 +30,7 @@ use super::keys;
 use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
 use super::shm::{self, Shm};
 use super::srq::RecvWqe;
+use super::tail;
 use super::ud::{self, Path};
 use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
@@ -179,6 +180,11 @@ struct Conn {
     segs: Vec<(u64, u64)>,
     seg: usize,
     seg_off: u64,
+    /// The last bytes of an arriving RDMA write, stored at `tail_to` once
+    /// the rest is in place (`tail`); `tail_to` 0: none held.
+    held: Box<[u8; tail::HELD]>,
+    tail_to: u64,
+    held_len: usize,
     pdata: Vec<u8>,
     wqe: RecvWqe,
     scratch: Vec<Sge>,
@@ -236,6 +242,9 @@ impl Conn {
             segs: Vec::with_capacity(super::device::MAX_SGE + 1),
             seg: 0,
             seg_off: 0,
+            held: Box::new([0; tail::HELD]),
+            tail_to: 0,
+            held_len: 0,
             pdata: Vec::new(),
             wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
             scratch: Vec::with_capacity(super::device::MAX_SGE),
@@ -988,10 +997,7 @@ impl Progress {
                 let imm = (h.flags & F_IMM != 0).then_some(h.imm);
                 let solicited = h.flags & F_SOLICITED != 0;
                 if op == Op::WriteImm {
-                    c.segs.clear();
-                    if len > 0 {
-                        c.segs.push((h.addr, len));
-                    }
+                    write_segs(c, h.addr, len);
                     let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::RecvRdmaWithImm, solicited };
                     Self::set_payload(c, len, Dest::Segs, then);
                     return Ok(());
@@ -1028,10 +1034,7 @@ impl Progress {
                 if !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
                     return refuse(c, len, Nak::RemoteAccess);
                 }
-                c.segs.clear();
-                if len > 0 {
-                    c.segs.push((h.addr, len));
-                }
+                write_segs(c, h.addr, len);
                 Self::set_payload(c, len, Dest::Segs, Then::Ack);
             }
             Op::ReadReq => {
@@ -1115,6 +1118,10 @@ impl Progress {
     fn finish_payload(&mut self, token: u64) -> Result<(), End> {
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
         let InState::Payload { then, .. } = std::mem::replace(&mut c.inp, InState::Hdr) else { return Ok(()) };
+        if c.tail_to != 0 {
+            tail::publish(c.tail_to, &c.held[..c.held_len]);
+            c.tail_to = 0;
+        }
         match then {
             Then::Nothing => {}
             Then::Ack => c.ack(),
@@ -1361,6 +1368,22 @@ fn by_reference(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr) -> Result<(), E
     c.pdata.clear();
     Progress::set_payload(c, len, Dest::Pdata, then);
     Ok(())
+}
+
+/// The destination of an inline RDMA write of `len` bytes at `addr`
+/// (checked): all but its last bytes in place, those into the side buffer,
+/// stored by `finish_payload` once the rest is in (see `tail`).
+fn write_segs(c: &mut Conn, addr: u64, len: u64) {
+    c.segs.clear();
+    let k = tail::held(len);
+    if len > k as u64 {
+        c.segs.push((addr, len - k as u64));
+    }
+    if k > 0 {
+        c.segs.push((c.held.as_mut_ptr() as u64, k as u64));
+        c.tail_to = addr + len - k as u64;
+        c.held_len = k;
+    }
 }
 
 /// Refuses the peer's request: a NAK, its payload dropped, and every later

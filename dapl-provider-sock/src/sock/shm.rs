@@ -26,6 +26,7 @@
 //! producer that finds the ring full does the same with `waiting`, and the
 //! consumer rings it after it frees room.
 
+use super::tail;
 use std::io;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
@@ -98,16 +99,26 @@ pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
         log::debug!("sock: by-reference write of {len} bytes names {sum} bytes in {k} segments");
         return false;
     }
-    let local = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
     if len == 0 {
         return true;
     }
-    // SAFETY: writes only our local range (checked by the caller) and reads the peer.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, remote.as_ptr(), k as libc::c_ulong, 0) };
+    // The last bytes go to a side buffer and are stored last and whole
+    // (see `tail`): a target may be polling its memory for them.
+    let mut held = [0u8; tail::HELD];
+    let t = tail::held(len);
+    let body = len as usize - t;
+    let local = [
+        libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: body },
+        libc::iovec { iov_base: held.as_mut_ptr() as *mut libc::c_void, iov_len: t },
+    ];
+    // SAFETY: writes only our local range (checked by the caller) and our
+    // side buffer, and reads the peer.
+    let n = unsafe { libc::process_vm_readv(pid, local.as_ptr(), 2, remote.as_ptr(), k as libc::c_ulong, 0) };
     if n < 0 || n as u64 != len {
         log::debug!("sock: process_vm_readv from pid {pid}, {k} segments, {len} bytes: {n} ({})", io::Error::last_os_error());
         return false;
     }
+    tail::publish(addr + body as u64, &held[..t]);
     true
 }
 
