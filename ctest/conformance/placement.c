@@ -35,7 +35,7 @@ struct poller {
 	unsigned char *slot;
 	atomic_int round;		/* the write the poller waits for; -1: stop */
 	atomic_int seen;		/* the last round it took */
-	long torn, stale;
+	long torn, stale, bytes;	/* bytes: checked in writes seen whole */
 	uint32_t first_torn, first_want;
 };
 
@@ -75,12 +75,15 @@ static void *poll_slot(void *arg)
 		}
 		size_t n = body_of(r);
 		unsigned char *body = p->slot + SLOT - 4 - n;
-		for (size_t i = 0; i < n; i++) {
+		size_t i;
+		for (i = 0; i < n; i++) {
 			if (body[i] != (unsigned char)(r + 1)) {
 				p->stale++;
 				break;
 			}
 		}
+		if (i == n && w == want)
+			p->bytes += (long)n + 4;
 		*p->word = 0;
 		atomic_store(&p->seen, r);
 	}
@@ -139,7 +142,7 @@ static void case_write_tail_whole(void)
 	      done);
 	CHECK_EQ(done, rounds, "writes taken by the poller");
 	g_stats.ops += done;
-	g_stats.bytes += done;
+	g_stats.bytes += pl.bytes;
 	printf("# stat write_tail_whole writes %d torn %ld stale %ld\n", done, pl.torn, pl.stale);
 out:
 	pair_close(&p);

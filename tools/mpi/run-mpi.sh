@@ -55,7 +55,9 @@ else
     # the reference as on ours (README, "MPI over our stack"). MPI_FAST_PATH=1
     # keeps it on. On the host (--host) the software provider places a
     # write's last word last and whole, and the fast path stays on.
-    if [ "${MPI_FAST_PATH:-0}" != 1 ]; then
+    # (run-in-guest.sh runs on the host itself when it has an RDMA device:
+    # there the fast path stays on.)
+    if [ "${MPI_FAST_PATH:-0}" != 1 ] && { [ "${RXE_VM_FORCE:-0}" = 1 ] || ! compgen -G '/sys/class/infiniband/*' >/dev/null; }; then
         export MV2_USE_RDMA_FAST_PATH=0
         echo "mpi: eager-RDMA fast path off in the guest (MV2_USE_RDMA_FAST_PATH=0; MPI_FAST_PATH=1 keeps it)"
     fi
