@@ -102,7 +102,13 @@ impl CqOps for Cq {
     #[inline]
     fn poll(&self, out: &mut Completion) -> bool {
         if self.0.count.load(Ordering::SeqCst) == 0 {
-            return false;
+            // Nothing yet: move what the on-node rings hold from this
+            // thread (an armed queue's consumer is about to sleep, so its
+            // pass does not count as polling).
+            self.0.shared.consumer_pass(self.0.armed.load(Ordering::Relaxed) == DISARMED);
+            if self.0.count.load(Ordering::SeqCst) == 0 {
+                return false;
+            }
         }
         match lock(&self.0.ring).pop_front() {
             Some(c) => {
@@ -116,6 +122,8 @@ impl CqOps for Cq {
 
     fn arm(&self, solicited_only: bool) -> bool {
         self.0.armed.store(if solicited_only { SOLICITED } else { ANY }, Ordering::SeqCst);
+        // The consumer will sleep: peers must ring doorbells again.
+        self.0.shared.quiet();
         true
     }
 

@@ -15,7 +15,7 @@ use std::ffi::CStr;
 use std::io;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 
 /// SGEs per request: the core's own ceiling.
@@ -47,6 +47,28 @@ pub fn drain(fd: i32) {
     unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
 }
 
+/// The IA's socket engine as a consumer's thread reaches it: a post or an
+/// empty poll moves the connection's bytes itself when the engine is free,
+/// instead of waking the progress thread (two context switches a hop). The
+/// progress thread runs it the rest of the time (`progress`).
+pub trait Engine: Send {
+    /// A consumer found its queue empty: take what the on-node rings hold
+    /// and send what waits. `polling`: count it as a consumer that polls
+    /// (one about to sleep does not).
+    fn consumer_pass(&mut self, polling: bool);
+    /// A request was posted for the connection `token`: send it now;
+    /// `retry_stall`: a receive was posted for a message that waited.
+    fn drive(&mut self, token: u64, retry_stall: bool);
+    /// A consumer is about to sleep: peers must ring the doorbell again.
+    fn quiet(&mut self);
+    /// The progress thread, before `epoll_wait`: how long it may sleep (ms).
+    fn before_sleep(&mut self) -> i32;
+    /// The progress thread, after `epoll_wait`: serve what it reported.
+    fn turn(&mut self, events: &[libc::epoll_event]);
+    /// The progress thread, stopping: close everything.
+    fn shutdown(&mut self);
+}
+
 /// What an IA's threads and objects share.
 pub struct Shared {
     /// The IA address, port 0.
@@ -62,6 +84,13 @@ pub struct Shared {
     /// resolutions on each (0: none). rdma_cm keeps these in separate port
     /// spaces; here one TCP listener serves both, the REQ says which.
     pub ports: Mutex<std::collections::HashMap<u16, [u64; 2]>>,
+    /// The socket engine: the progress thread holds it except while it
+    /// sleeps; a consumer only ever tries for it, so neither waits on the
+    /// other. None before the thread starts and once it stopped.
+    pub engine: Mutex<Option<Box<dyn Engine>>>,
+    /// A consumer went to sleep while the engine was busy: the thread
+    /// turns doorbells on before it sleeps.
+    pub quiet: AtomicBool,
 }
 
 impl Shared {
@@ -74,6 +103,44 @@ impl Shared {
     pub fn command(&self, c: Cmd) {
         lock(&self.cmds).push_back(c);
         self.kick();
+    }
+
+    /// Runs `f` on the engine if nobody holds it. false: busy or gone.
+    #[inline]
+    pub fn try_engine(&self, f: impl FnOnce(&mut dyn Engine)) -> bool {
+        let mut g = match self.engine.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::WouldBlock) => return false,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        match g.as_mut() {
+            Some(e) => {
+                f(&mut **e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A request waits on the connection `token` (0: none known yet): send
+    /// it from this thread, or wake the progress thread if it is busy.
+    #[inline]
+    pub fn drive(&self, token: u64, retry_stall: bool) {
+        if token == 0 || !self.try_engine(|e| e.drive(token, retry_stall)) {
+            self.kick();
+        }
+    }
+
+    /// An empty poll: move what is there, if the engine is free.
+    #[inline]
+    pub fn consumer_pass(&self, polling: bool) {
+        self.try_engine(|e| e.consumer_pass(polling));
+    }
+
+    /// A consumer is about to sleep on a completion channel.
+    pub fn quiet(&self) {
+        self.quiet.store(true, Ordering::SeqCst);
+        self.try_engine(|e| e.quiet());
     }
 
     pub fn post_event(&self, e: cm::Ev) {
@@ -236,6 +303,8 @@ impl Device {
             ev_fd: eventfd().map_err(fail)?,
             stop: AtomicBool::new(false),
             ports: Mutex::new(std::collections::HashMap::new()),
+            engine: Mutex::new(None),
+            quiet: AtomicBool::new(false),
         });
         let thread = progress::start(shared.clone()).map_err(fail)?;
         // The adapter is the netdev the address lives on, however it was named.

@@ -25,7 +25,7 @@
 //! bytes between the two processes.
 
 use super::cm::{self, Ev, IdInfo, IdState};
-use super::device::{Shared, drain, lock};
+use super::device::{Engine, Shared, drain, lock};
 use super::keys;
 use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
 use super::shm::{self, Shm};
@@ -35,7 +35,7 @@ use super::ud::{self, Path};
 use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +68,8 @@ const INBUF: usize = 64 * 1024;
 const MAX_RESP: usize = 1 << 16;
 
 const BELL: u64 = 0;
+/// How often the thread looks at the rings while a consumer polls them.
+const TICK_MS: i32 = 1;
 
 thread_local! {
     static PROGRESS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -85,13 +87,47 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     if epfd < 0 {
         return Err(io::Error::last_os_error());
     }
-    let p = Progress::new(shared, epfd);
+    let p = Progress::new(shared.clone(), epfd);
     p.watch(p.shared.bell, BELL, libc::EPOLLIN as u32);
-    std::thread::Builder::new().name("daplsock-progress".into()).spawn(move || {
-        PROGRESS.with(|f| f.set(true));
-        let mut p = p;
-        p.run();
-    })
+    *lock(&shared.engine) = Some(Box::new(p));
+    let r = std::thread::Builder::new().name("daplsock-progress".into()).spawn({
+        let shared = shared.clone();
+        move || {
+            PROGRESS.with(|f| f.set(true));
+            run(&shared, epfd);
+        }
+    });
+    if r.is_err() {
+        // Nobody will run it: drop it (and its hold on `shared`) now.
+        if let Some(mut p) = lock(&shared.engine).take() {
+            p.shutdown();
+        }
+    }
+    r
+}
+
+/// The progress thread: holds the engine except while it sleeps in epoll.
+fn run(shared: &Shared, epfd: i32) {
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+    while !shared.stop.load(Ordering::Acquire) {
+        let timeout = match lock(&shared.engine).as_mut() {
+            Some(e) => e.before_sleep(),
+            None => return,
+        };
+        // SAFETY: waiting on our epoll into our array.
+        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
+        if n < 0 && errno() != libc::EINTR {
+            log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(e) = lock(&shared.engine).as_mut() {
+            e.turn(&events[..n.max(0) as usize]);
+        }
+    }
+    let engine = lock(&shared.engine).take();
+    if let Some(mut e) = engine {
+        e.shutdown();
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,6 +339,31 @@ enum End {
     Protocol,
 }
 
+/// Tokens and ids are small unique counters: a multiply spreads them, where
+/// SipHash would cost a consumer's post and poll a few dozen instructions
+/// per lookup.
+#[derive(Default)]
+struct TokenHasher(u64);
+
+impl std::hash::Hasher for TokenHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+}
+
+type HashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<TokenHasher>>;
+
 struct Progress {
     shared: Arc<Shared>,
     epfd: i32,
@@ -321,6 +382,12 @@ struct Progress {
     /// Connections whose input stopped on its budget with frames still
     /// buffered: no event will come for those bytes, so they go again.
     again: Vec<u64>,
+    /// Consumer passes run, and how many the thread had seen when it last
+    /// decided how to sleep (`sleep_plan`).
+    passes: u64,
+    seen_passes: u64,
+    /// A consumer pass's list of connections to serve (kept, not reallocated).
+    pass_list: Vec<u64>,
 }
 
 fn errno() -> i32 {
@@ -333,16 +400,19 @@ impl Progress {
             shared,
             epfd,
             next: 1,
-            listeners: HashMap::new(),
-            conns: HashMap::new(),
-            by_id: HashMap::new(),
-            uds: HashMap::new(),
-            ud_by_num: HashMap::new(),
+            listeners: HashMap::default(),
+            conns: HashMap::default(),
+            by_id: HashMap::default(),
+            uds: HashMap::default(),
+            ud_by_num: HashMap::default(),
             ud_stalled: Vec::new(),
             ud_wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
             shm_conns: Vec::new(),
             ready: Vec::new(),
             again: Vec::new(),
+            passes: 0,
+            seen_passes: 0,
+            pass_list: Vec::new(),
         }
     }
 
@@ -377,41 +447,63 @@ impl Progress {
         }
     }
 
-    fn run(&mut self) {
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-        while !self.shared.stop.load(Ordering::Acquire) {
-            let timeout = if self.prepare_sleep() { 0 } else { self.next_deadline() };
-            // SAFETY: waiting on our epoll into our array.
-            let n = unsafe { libc::epoll_wait(self.epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
-            self.awake();
-            if n < 0 {
-                if errno() != libc::EINTR {
-                    log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+    /// After a wakeup: the events epoll reported, commands, connections
+    /// with work found before sleeping, timeouts.
+    fn serve(&mut self, events: &[libc::epoll_event]) {
+        self.awake();
+        let mut bell = false;
+        for ev in events {
+            let (token, what) = (ev.u64, ev.events);
+            if token == BELL {
+                drain(self.shared.bell);
+                bell = true;
                 continue;
             }
-            let mut bell = false;
-            for ev in &events[..n as usize] {
-                let (token, what) = (ev.u64, ev.events);
-                if token == BELL {
-                    drain(self.shared.bell);
-                    bell = true;
-                    continue;
-                }
-                self.guarded(token, |p| p.on_event(token, what));
-            }
-            if bell {
-                self.on_bell();
-            }
-            let ready = std::mem::take(&mut self.ready);
-            for &t in &ready {
-                self.guarded(t, |p| p.pump(t, false));
-            }
-            self.ready = ready;
-            self.ready.clear();
-            self.expire();
+            self.guarded(token, |p| p.on_event(token, what));
         }
+        if bell {
+            self.on_bell();
+        }
+        let ready = std::mem::take(&mut self.ready);
+        for &t in &ready {
+            self.guarded(t, |p| p.pump(t, false, true));
+        }
+        self.ready = ready;
+        self.ready.clear();
+        self.expire();
+    }
+
+    /// Decides how the thread sleeps. While a consumer polls (it ran a
+    /// pass since the last look, and none went to sleep since), the peers
+    /// are not asked for doorbells: the consumer takes the rings, and the
+    /// thread looks every `TICK_MS` in case it stopped. Otherwise every
+    /// ring is flagged (`prepare_sleep`) and the thread sleeps until a
+    /// doorbell, a socket or a deadline.
+    fn sleep_plan(&mut self) -> i32 {
+        let quiet = self.shared.quiet.swap(false, Ordering::SeqCst);
+        let polling = !quiet && self.passes != self.seen_passes;
+        self.seen_passes = self.passes;
+        let work = if polling { self.look() } else { self.prepare_sleep() };
+        if work {
+            return 0;
+        }
+        let deadline = self.next_deadline();
+        if polling { if deadline < 0 { TICK_MS } else { deadline.min(TICK_MS) } } else { deadline }
+    }
+
+    /// Connections with work now, without flagging anything.
+    fn look(&mut self) -> bool {
+        self.ready.clear();
+        self.ready.append(&mut self.again);
+        for &t in &self.shm_conns {
+            if self.conns.get(&t).is_some_and(has_work) {
+                self.ready.push(t);
+            }
+        }
+        !self.ready.is_empty()
+    }
+
+    fn shutdown_all(&mut self) {
         // Commands queued since the last wakeup (a dat_psp_create right before
         // the IA closed) carry sockets: take them over, so the loops below close
         // them. Left in the queue they leaked, and a listener kept its port for
@@ -431,6 +523,14 @@ impl Progress {
         }
         // SAFETY: our epoll instance.
         unsafe { libc::close(self.epfd) };
+        self.epfd = -1;
+    }
+
+    /// Kicks the thread if a consumer's call left work only it will see.
+    fn hand_back(&self) {
+        if !self.again.is_empty() {
+            self.shared.kick();
+        }
     }
 
     /// Before sleeping: flags every on-node connection's reader (and a
@@ -504,7 +604,7 @@ impl Progress {
         }
         let tokens: Vec<u64> = self.conns.keys().copied().collect();
         for t in tokens {
-            self.guarded(t, |p| p.pump(t, true));
+            self.guarded(t, |p| p.pump(t, true, true));
         }
         let stalled = std::mem::take(&mut self.ud_stalled);
         for t in stalled {
@@ -583,7 +683,7 @@ impl Progress {
                     c.ctl.push_back(frame);
                     c.phase = if c.datagram { Phase::Closing } else { Phase::Open };
                 }
-                self.pump(t, false);
+                self.pump(t, false, true);
             }
             Cmd::Reject { id, frame } => {
                 let Some(&t) = self.by_id.get(&id) else { return };
@@ -595,7 +695,7 @@ impl Progress {
                         c.shm = None;
                     }
                 }
-                self.pump(t, false);
+                self.pump(t, false, true);
             }
             Cmd::Establish { id } => {
                 let Some(&t) = self.by_id.get(&id) else { return };
@@ -609,7 +709,7 @@ impl Progress {
                     c.phase = Phase::Open;
                     c.established = true;
                 }
-                self.pump(t, true);
+                self.pump(t, true, true);
             }
             Cmd::Disconnect { id } => {
                 let Some(&t) = self.by_id.get(&id) else { return };
@@ -628,7 +728,7 @@ impl Progress {
                         c.phase = Phase::Closing;
                     }
                 }
-                self.pump(t, false);
+                self.pump(t, false, true);
             }
             Cmd::Destroy { id } => {
                 let Some(t) = self.by_id.remove(&id) else { return };
@@ -642,7 +742,7 @@ impl Progress {
                 if c.phase == Phase::Closing && (c.out.active || !c.ctl.is_empty()) {
                     // Let the last handshake frame (a REP, a REJ) reach the peer.
                     c.qp = None;
-                    self.pump(t, false);
+                    self.pump(t, false, true);
                 } else {
                     self.end(t, End::Done);
                 }
@@ -650,6 +750,7 @@ impl Progress {
             Cmd::Bind { id, qp, epoch } => {
                 let Some(&t) = self.by_id.get(&id) else { return };
                 if let Some(c) = self.conns.get_mut(&t) {
+                    qp.conn.store(t, Ordering::Release);
                     c.qp = Some(qp);
                     c.epoch = epoch;
                 }
@@ -714,7 +815,7 @@ impl Progress {
             self.end(token, End::Lost(0));
             return;
         }
-        self.pump(token, false);
+        self.pump(token, false, true);
     }
 
     fn accept_all(&mut self, lfd: i32, listen: u64) {
@@ -776,7 +877,9 @@ impl Progress {
         }
     }
 
-    fn pump(&mut self, token: u64, retry_stall: bool) {
+    /// `read`: take input too (a consumer's post on a TCP stream leaves
+    /// reading to the thread's epoll, which costs no syscall when idle).
+    fn pump(&mut self, token: u64, retry_stall: bool, read: bool) {
         let Some(c) = self.conns.get_mut(&token) else { return };
         if c.fd < 0 {
             // Between dials: nothing to read or write yet.
@@ -800,9 +903,11 @@ impl Progress {
             }
             _ => None,
         };
-        if let Err(e) = self.read_some(token) {
-            self.end(token, e);
-            return;
+        if read {
+            if let Err(e) = self.read_some(token) {
+                self.end(token, e);
+                return;
+            }
         }
         if let Err(e) = self.write_some(token) {
             self.end(token, e);
@@ -1330,6 +1435,77 @@ impl Progress {
                 c.shm_out = true;
             }
         }
+    }
+}
+
+/// Whether an on-node connection can move bytes now: input in its ring, or
+/// output waiting with room in the peer's.
+fn has_work(c: &Conn) -> bool {
+    let Some(m) = &c.shm else { return false };
+    (c.shm_in && c.reading() && m.rx.available() > 0) || (c.shm_out && c.wants_out() && m.tx.space() > 0)
+}
+
+impl Engine for Progress {
+    fn consumer_pass(&mut self, polling: bool) {
+        if polling {
+            self.passes = self.passes.wrapping_add(1);
+        }
+        let mut list = std::mem::take(&mut self.pass_list);
+        list.clear();
+        list.append(&mut self.again);
+        for &t in &self.shm_conns {
+            if self.conns.get(&t).is_some_and(has_work) && !list.contains(&t) {
+                list.push(t);
+            }
+        }
+        if self.conns.len() > self.shm_conns.len() {
+            // TCP streams: a non-blocking read each, so a polling consumer
+            // does not wait for the thread's wakeup (nor compete with it
+            // for a CPU) to see its data.
+            for (&t, c) in &self.conns {
+                if c.phase == Phase::Open && !c.shm_in && !c.datagram && c.fd >= 0 && c.reading() && !list.contains(&t) {
+                    list.push(t);
+                }
+            }
+        }
+        for &t in &list {
+            self.guarded(t, |p| p.pump(t, false, true));
+        }
+        self.pass_list = list;
+        self.hand_back();
+    }
+
+    fn drive(&mut self, token: u64, retry_stall: bool) {
+        // A TCP stream's input waits for epoll, unless bytes already read
+        // (a message held for a receive) are what the post lets go on.
+        let read = self.conns.get(&token).is_some_and(|c| c.shm_in || retry_stall || c.end > c.start);
+        self.guarded(token, |p| p.pump(token, retry_stall, read));
+        self.hand_back();
+    }
+
+    fn quiet(&mut self) {
+        self.seen_passes = self.passes;
+        if self.prepare_sleep() {
+            let ready = std::mem::take(&mut self.ready);
+            for &t in &ready {
+                self.guarded(t, |p| p.pump(t, false, true));
+            }
+            self.ready = ready;
+            self.ready.clear();
+        }
+        self.hand_back();
+    }
+
+    fn before_sleep(&mut self) -> i32 {
+        self.sleep_plan()
+    }
+
+    fn turn(&mut self, events: &[libc::epoll_event]) {
+        self.serve(events);
+    }
+
+    fn shutdown(&mut self) {
+        self.shutdown_all();
     }
 }
 

@@ -19,7 +19,7 @@ use dapl_core::backend::{Completion, CompletionKind, MwOps, QpCaps, QpOps, SendO
 use dat_abi::*;
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// One scatter/gather entry, as the core hands it over.
@@ -167,6 +167,9 @@ pub struct QpInner {
     /// The progress thread found no receive for an arriving message and
     /// waits for one: a post must ring the doorbell.
     pub starved: AtomicBool,
+    /// The progress engine's token of the connection this QP is bound to
+    /// (0: none yet), so a post can send on it from the consumer's thread.
+    pub conn: AtomicU64,
     /// UD: the datagram socket and its port.
     pub udp: i32,
     pub udp_port: u16,
@@ -446,6 +449,7 @@ impl Qp {
             send_sge: caps.send_sge.max(1) as usize,
             epoch: AtomicU32::new(0),
             starved: AtomicBool::new(false),
+            conn: AtomicU64::new(0),
             udp,
             udp_port,
         });
@@ -494,7 +498,7 @@ impl Qp {
                 }
                 sq.push(w, sges)?;
                 drop(sq);
-                q.shared.kick();
+                q.shared.drive(q.conn.load(Ordering::Acquire), false);
                 Ok(())
             }
             // Verbs completes what is posted to a failed QP as flushed.
@@ -539,6 +543,7 @@ impl QpOps<Sock> for Qp {
         }
         lock(&q.rq).clear();
         q.starved.store(false, Ordering::Release);
+        q.conn.store(0, Ordering::Release);
         self.prepare()
     }
 
@@ -605,7 +610,7 @@ impl QpOps<Sock> for Qp {
         rq.push(wr_id, sges)?;
         drop(rq);
         if q.starved.swap(false, Ordering::SeqCst) {
-            q.shared.kick();
+            q.shared.drive(q.conn.load(Ordering::Acquire), true);
         }
         Ok(())
     }
