@@ -11,6 +11,16 @@ use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// How long a consumer about to sleep on an empty queue polls first
+/// (`DAPL_SOCK_SPIN_US`, microseconds; 0: sleep at once).
+fn spin_budget() -> std::time::Duration {
+    static US: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let us = *US.get_or_init(|| std::env::var("DAPL_SOCK_SPIN_US").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(SPIN_US));
+    std::time::Duration::from_micros(us)
+}
+
+const SPIN_US: u64 = 20;
+
 const DISARMED: u8 = 0;
 const ANY: u8 = 1;
 const SOLICITED: u8 = 2;
@@ -121,6 +131,17 @@ impl CqOps for Cq {
     }
 
     fn arm(&self, solicited_only: bool) -> bool {
+        // About to sleep: first poll a little while. A peer on this host
+        // answers within microseconds, far less than the two wakeups a
+        // sleep costs (the progress thread's, then ours).
+        let spin = spin_budget();
+        if !spin.is_zero() && self.0.count.load(Ordering::SeqCst) == 0 {
+            let start = std::time::Instant::now();
+            while self.0.count.load(Ordering::SeqCst) == 0 && start.elapsed() < spin {
+                self.0.shared.consumer_pass(true);
+                std::hint::spin_loop();
+            }
+        }
         self.0.armed.store(if solicited_only { SOLICITED } else { ANY }, Ordering::SeqCst);
         // The consumer will sleep: peers must ring doorbells again.
         self.0.shared.quiet();

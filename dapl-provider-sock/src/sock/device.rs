@@ -61,10 +61,12 @@ pub trait Engine: Send {
     fn drive(&mut self, token: u64, retry_stall: bool);
     /// A consumer is about to sleep: peers must ring the doorbell again.
     fn quiet(&mut self);
-    /// The progress thread, before `epoll_wait`: how long it may sleep (ms).
-    fn before_sleep(&mut self) -> i32;
-    /// The progress thread, after `epoll_wait`: serve what it reported.
-    fn turn(&mut self, events: &[libc::epoll_event]);
+    /// The progress thread, before `epoll_wait`: on which epoll instance
+    /// and for how long (ms) it may sleep.
+    fn before_sleep(&mut self) -> (i32, i32);
+    /// The progress thread, after `epoll_wait` on `epfd`: serve what it
+    /// reported.
+    fn turn(&mut self, epfd: i32, events: &[libc::epoll_event]);
     /// The progress thread, stopping: close everything.
     fn shutdown(&mut self);
 }

@@ -87,14 +87,26 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     if epfd < 0 {
         return Err(io::Error::last_os_error());
     }
-    let p = Progress::new(shared.clone(), epfd);
+    // SAFETY: as above.
+    let epq = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if epq < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: ours, unused.
+        unsafe { libc::close(epfd) };
+        return Err(e);
+    }
+    let mut p = Progress::new(shared.clone(), epfd);
+    p.epq = epq;
     p.watch(p.shared.bell, BELL, libc::EPOLLIN as u32);
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: BELL };
+    // SAFETY: the doorbell in the quiet set too.
+    unsafe { libc::epoll_ctl(epq, libc::EPOLL_CTL_ADD, p.shared.bell, &mut ev) };
     *lock(&shared.engine) = Some(Box::new(p));
     let r = std::thread::Builder::new().name("daplsock-progress".into()).spawn({
         let shared = shared.clone();
         move || {
             PROGRESS.with(|f| f.set(true));
-            run(&shared, epfd);
+            run(&shared);
         }
     });
     if r.is_err() {
@@ -107,21 +119,21 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
 }
 
 /// The progress thread: holds the engine except while it sleeps in epoll.
-fn run(shared: &Shared, epfd: i32) {
+fn run(shared: &Shared) {
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
     while !shared.stop.load(Ordering::Acquire) {
-        let timeout = match lock(&shared.engine).as_mut() {
+        let (on, timeout) = match lock(&shared.engine).as_mut() {
             Some(e) => e.before_sleep(),
             None => return,
         };
         // SAFETY: waiting on our epoll into our array.
-        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
+        let n = unsafe { libc::epoll_wait(on, events.as_mut_ptr(), events.len() as i32, timeout) };
         if n < 0 && errno() != libc::EINTR {
             log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
             std::thread::sleep(Duration::from_millis(10));
         }
         if let Some(e) = lock(&shared.engine).as_mut() {
-            e.turn(&events[..n.max(0) as usize]);
+            e.turn(on, &events[..n.max(0) as usize]);
         }
     }
     let engine = lock(&shared.engine).take();
@@ -367,6 +379,10 @@ type HashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefau
 struct Progress {
     shared: Arc<Shared>,
     epfd: i32,
+    /// The quiet set: the doorbell alone, for sleeping while consumers poll.
+    epq: i32,
+    /// The thread sleeps on the quiet set now.
+    on_quiet_set: bool,
     next: u64,
     listeners: HashMap<u64, (i32, u64)>,
     conns: HashMap<u64, Conn>,
@@ -388,6 +404,7 @@ struct Progress {
     seen_passes: u64,
     /// A consumer pass's list of connections to serve (kept, not reallocated).
     pass_list: Vec<u64>,
+    pass_events: Vec<libc::epoll_event>,
 }
 
 fn errno() -> i32 {
@@ -399,6 +416,8 @@ impl Progress {
         Progress {
             shared,
             epfd,
+            epq: -1,
+            on_quiet_set: false,
             next: 1,
             listeners: HashMap::default(),
             conns: HashMap::default(),
@@ -413,6 +432,7 @@ impl Progress {
             passes: 0,
             seen_passes: 0,
             pass_list: Vec::new(),
+            pass_events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
         }
     }
 
@@ -451,6 +471,18 @@ impl Progress {
     /// with work found before sleeping, timeouts.
     fn serve(&mut self, events: &[libc::epoll_event]) {
         self.awake();
+        self.dispatch(events);
+        let ready = std::mem::take(&mut self.ready);
+        for &t in &ready {
+            self.guarded(t, |p| p.pump(t, false, true));
+        }
+        self.ready = ready;
+        self.ready.clear();
+        self.expire();
+    }
+
+    /// Serves what epoll reported.
+    fn dispatch(&mut self, events: &[libc::epoll_event]) {
         let mut bell = false;
         for ev in events {
             let (token, what) = (ev.u64, ev.events);
@@ -464,31 +496,28 @@ impl Progress {
         if bell {
             self.on_bell();
         }
-        let ready = std::mem::take(&mut self.ready);
-        for &t in &ready {
-            self.guarded(t, |p| p.pump(t, false, true));
-        }
-        self.ready = ready;
-        self.ready.clear();
-        self.expire();
     }
 
     /// Decides how the thread sleeps. While a consumer polls (it ran a
     /// pass since the last look, and none went to sleep since), the peers
-    /// are not asked for doorbells: the consumer takes the rings, and the
-    /// thread looks every `TICK_MS` in case it stopped. Otherwise every
-    /// ring is flagged (`prepare_sleep`) and the thread sleeps until a
-    /// doorbell, a socket or a deadline.
-    fn sleep_plan(&mut self) -> i32 {
+    /// are not asked for doorbells and the thread does not wake for the
+    /// sockets: the consumer's passes take the rings and the streams, and
+    /// the thread sleeps on the quiet set (the doorbell alone) and looks at
+    /// everything every `TICK_MS`, in case it stopped. Otherwise every ring
+    /// is flagged (`prepare_sleep`) and the thread sleeps on every socket
+    /// until a doorbell, data or a deadline.
+    fn sleep_plan(&mut self) -> (i32, i32) {
         let quiet = self.shared.quiet.swap(false, Ordering::SeqCst);
         let polling = !quiet && self.passes != self.seen_passes;
         self.seen_passes = self.passes;
         let work = if polling { self.look() } else { self.prepare_sleep() };
         if work {
-            return 0;
+            self.on_quiet_set = false;
+            return (self.epfd, 0);
         }
         let deadline = self.next_deadline();
-        if polling { if deadline < 0 { TICK_MS } else { deadline.min(TICK_MS) } } else { deadline }
+        self.on_quiet_set = polling;
+        if polling { (self.epq, if deadline < 0 { TICK_MS } else { deadline.min(TICK_MS) }) } else { (self.epfd, deadline) }
     }
 
     /// Connections with work now, without flagging anything.
@@ -521,9 +550,15 @@ impl Progress {
             // SAFETY: as above.
             unsafe { libc::close(fd) };
         }
-        // SAFETY: our epoll instance.
-        unsafe { libc::close(self.epfd) };
+        // SAFETY: our epoll instances.
+        unsafe {
+            libc::close(self.epfd);
+            if self.epq >= 0 {
+                libc::close(self.epq);
+            }
+        }
         self.epfd = -1;
+        self.epq = -1;
     }
 
     /// Kicks the thread if a consumer's call left work only it will see.
@@ -1458,20 +1493,22 @@ impl Engine for Progress {
                 list.push(t);
             }
         }
-        if self.conns.len() > self.shm_conns.len() {
-            // TCP streams: a non-blocking read each, so a polling consumer
-            // does not wait for the thread's wakeup (nor compete with it
-            // for a CPU) to see its data.
-            for (&t, c) in &self.conns {
-                if c.phase == Phase::Open && !c.shm_in && !c.datagram && c.fd >= 0 && c.reading() && !list.contains(&t) {
-                    list.push(t);
-                }
-            }
-        }
         for &t in &list {
             self.guarded(t, |p| p.pump(t, false, true));
         }
         self.pass_list = list;
+        if self.conns.len() > self.shm_conns.len() {
+            // TCP streams: one look at epoll, so a polling consumer does not
+            // wait for the thread's wakeup (nor compete with it for a CPU)
+            // to see its data. On-node connections alone cost no syscall.
+            let mut evs = std::mem::take(&mut self.pass_events);
+            // SAFETY: a non-blocking look at our epoll into our array.
+            let n = unsafe { libc::epoll_wait(self.epfd, evs.as_mut_ptr(), evs.len() as i32, 0) };
+            if n > 0 {
+                self.dispatch(&evs[..n as usize]);
+            }
+            self.pass_events = evs;
+        }
         self.hand_back();
     }
 
@@ -1485,6 +1522,11 @@ impl Engine for Progress {
 
     fn quiet(&mut self) {
         self.seen_passes = self.passes;
+        if self.on_quiet_set {
+            // The thread sleeps deaf to the sockets: it must hear the
+            // doorbells this consumer will now sleep on.
+            self.shared.kick();
+        }
         if self.prepare_sleep() {
             let ready = std::mem::take(&mut self.ready);
             for &t in &ready {
@@ -1496,12 +1538,29 @@ impl Engine for Progress {
         self.hand_back();
     }
 
-    fn before_sleep(&mut self) -> i32 {
+    fn before_sleep(&mut self) -> (i32, i32) {
         self.sleep_plan()
     }
 
-    fn turn(&mut self, events: &[libc::epoll_event]) {
-        self.serve(events);
+    fn turn(&mut self, epfd: i32, events: &[libc::epoll_event]) {
+        if epfd == self.epq {
+            // Woken on the quiet set (the doorbell, or the tick): look at
+            // every socket once, without waiting.
+            let mut all = std::mem::take(&mut self.pass_events);
+            // SAFETY: a non-blocking look at our epoll into our array.
+            let n = unsafe { libc::epoll_wait(self.epfd, all.as_mut_ptr(), all.len() as i32, 0) };
+            let n = n.max(0) as usize;
+            let bell = events.iter().any(|e| e.u64 == BELL) && !all[..n].iter().any(|e| e.u64 == BELL);
+            if bell && n < all.len() {
+                all[n] = libc::epoll_event { events: libc::EPOLLIN as u32, u64: BELL };
+                self.serve(&all[..n + 1]);
+            } else {
+                self.serve(&all[..n]);
+            }
+            self.pass_events = all;
+        } else {
+            self.serve(events);
+        }
     }
 
     fn shutdown(&mut self) {
