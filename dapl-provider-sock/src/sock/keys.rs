@@ -11,7 +11,7 @@ use super::Sock;
 use super::device::Shared;
 use dapl_core::backend::{MrOps, MwOps, PdOps};
 use dat_abi::*;
-use std::collections::HashMap;
+use super::hash::Map as HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
@@ -64,7 +64,7 @@ fn random_u32() -> u32 {
 /// Puts `r` in `table` under a fresh random key (never 0).
 fn insert_new(table: &RwLock<Option<HashMap<u32, Region>>>, r: Region) -> u32 {
     let mut t = table.write().unwrap_or_else(|e| e.into_inner());
-    let map = t.get_or_insert_with(HashMap::new);
+    let map = t.get_or_insert_with(HashMap::default);
     loop {
         let k = random_u32();
         if k != 0 && !map.contains_key(&k) {
@@ -90,7 +90,7 @@ pub fn lookup_remote(key: u32) -> Option<Region> {
 
 /// Gives a window `key` over `r`, replacing what it reached before.
 pub fn set_window(key: u32, r: Region) {
-    RKEYS.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(key, r);
+    RKEYS.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default).insert(key, r);
 }
 
 /// Takes a window key out of use; false if it is no window's.

@@ -3,22 +3,24 @@
 //! streams, UD endpoints UDP sockets; RDMA semantics (keys, rights,
 //! placement, ordering, completions) are enforced here, in user space.
 //!
-//! Threads. Each IA (one `Device`) runs a progress thread (`progress`)
-//! that owns all the IA's sockets: it sleeps in epoll over them and an
-//! eventfd doorbell, transmits posted requests, and places arriving data
-//! straight into registered memory. A target therefore sees RDMA writes
+//! Threads. Each IA (one `Device`) has a socket engine (`progress`) that
+//! owns all the IA's sockets and rings, transmits posted requests and
+//! places arriving data straight into registered memory. A consumer's post
+//! or empty poll runs it on the consumer's thread when it is free; a
+//! progress thread runs it the rest of the time, asleep in epoll over the
+//! sockets and an eventfd doorbell. A target therefore sees RDMA writes
 //! land without calling DAT, as with a NIC, which MPI's eager-RDMA
 //! polling relies on. A second thread per IA (`cm::Events`) hands
 //! connection and async events to the core, so a handler that blocks
-//! never holds up data. Posts only fill a preallocated slot and ring the
-//! doorbell (one syscall); UD sends go out directly with one sendmsg.
+//! never holds up data. UD sends go out directly with one sendmsg.
 //!
 //! Layout: `device` (ia_params, limits, per-IA shared state), `cm`
 //! (connection ids, listen, the handshake's calls, the event thread),
 //! `wire` (frame format), `progress` (the socket engine), `shm` (the
 //! on-node mapping, rings and cross-memory attach), `qp` (queues and
 //! QP states), `srq`, `cq`, `keys` (PD, MR, MW and the key tables), `ud`,
-//! `tail` (the last bytes of a write, placed last and whole).
+//! `tail` (the last bytes of a write, placed last and whole), `hash` (the
+//! maps' hasher).
 //!
 //! On-node path (`shm`): when the handshake finds both ends on one host
 //! (boot id, network namespace, uid), the connection's frames move
@@ -32,6 +34,7 @@
 pub mod cm;
 pub mod cq;
 pub mod device;
+pub mod hash;
 pub mod keys;
 pub mod progress;
 pub mod qp;

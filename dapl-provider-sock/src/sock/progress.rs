@@ -1,11 +1,18 @@
-//! The progress thread: one per IA, the only thread that touches the IA's
-//! sockets. It sleeps in epoll over the listening sockets, every
-//! connection's stream, every UD QP's datagram socket and an eventfd
-//! doorbell that posts and connection-manager calls ring. Awake, it
-//! transmits what the send queues hold, places what arrives straight into
-//! registered memory (receives, RDMA writes, atomics) and answers reads,
-//! so RDMA-written data lands while the target's consumer is busy
-//! elsewhere or spinning on its own memory without calling DAT.
+//! The socket engine of an IA (`Progress`) and the thread that runs it
+//! when no consumer does. The engine owns the listening sockets, every
+//! connection's stream and rings, every UD QP's datagram socket, and an
+//! eventfd doorbell that connection-manager calls (and posts that find it
+//! busy) ring. It transmits what the send queues hold, places what arrives
+//! straight into registered memory (receives, RDMA writes, atomics) and
+//! answers reads, so RDMA-written data lands while the target's consumer
+//! is busy elsewhere or spinning on its own memory without calling DAT.
+//!
+//! It sits in `Shared::engine` behind one lock. The thread holds it except
+//! while it sleeps; a consumer's post (`Engine::drive`) or empty poll
+//! (`Engine::consumer_pass`) only tries for it and runs it on its own
+//! thread, which saves the two wakeups a hop costs otherwise. While
+//! consumers poll, the thread sleeps on the quiet set (the doorbell alone)
+//! with a short tick instead of on every socket (`sleep_plan`).
 //!
 //! Per connection it keeps one frame in flight in each direction. Output
 //! is handshake frames first, then responses to the peer's requests (in
@@ -351,30 +358,7 @@ enum End {
     Protocol,
 }
 
-/// Tokens and ids are small unique counters: a multiply spreads them, where
-/// SipHash would cost a consumer's post and poll a few dozen instructions
-/// per lookup.
-#[derive(Default)]
-struct TokenHasher(u64);
-
-impl std::hash::Hasher for TokenHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-}
-
-type HashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<TokenHasher>>;
+type HashMap<K, V> = super::hash::Map<K, V>;
 
 struct Progress {
     shared: Arc<Shared>,

@@ -3,10 +3,11 @@
 //! (or the SRQ it takes receives from), and the state machine the core
 //! drives (INIT on prepare, RTS once bound to a connection, ERROR).
 //!
-//! Posting takes the queue's own lock (shared only with the progress
-//! thread, for the instant it copies a request out or completes one),
-//! writes into a slot that already exists, and rings the IA's doorbell:
-//! no allocation, one syscall.
+//! Posting takes the queue's own lock (shared only with the engine, for
+//! the instant it copies a request out or completes one), writes into a
+//! slot that already exists, and sends it on the connection if the engine
+//! is free (on the on-node path: no syscall), else rings the progress
+//! thread's doorbell. No allocation.
 
 use super::Sock;
 use super::cm::Id;
