@@ -176,6 +176,10 @@ enum Resp {
 
 /// One frame going out: a header, then payload segments.
 struct Out {
+    /// An ACK going out in front of the frame, in the same system call
+    /// (`pre_len` 0 or HDR).
+    pre: [u8; HDR],
+    pre_len: usize,
     hdr: [u8; HDR],
     /// A handshake frame (its bytes in `ctl`) rather than `hdr` + `segs`.
     ctl: Option<Vec<u8>>,
@@ -274,6 +278,10 @@ struct Conn {
     cma_out: bool,
     /// The (address, length) list of the by-reference request going out.
     cma_list: Vec<u8>,
+    /// A consumer's pass kept back this stream's lone ACK (`hold_ack`).
+    ack_held: bool,
+    /// This turn's last read of the stream came short (`fill`).
+    dry: bool,
 }
 
 impl Conn {
@@ -289,7 +297,7 @@ impl Conn {
             epoch: 0,
             ctl: VecDeque::new(),
             resp: VecDeque::new(),
-            out: Out { hdr: [0; HDR], ctl: None, segs: Vec::with_capacity(super::device::MAX_SGE + 1), total: 0, pos: 0, active: false },
+            out: Out { pre: [0; HDR], pre_len: 0, hdr: [0; HDR], ctl: None, segs: Vec::with_capacity(super::device::MAX_SGE + 1), total: 0, pos: 0, active: false },
             buf: vec![0u8; INBUF].into_boxed_slice(),
             start: 0,
             end: 0,
@@ -322,6 +330,8 @@ impl Conn {
             cma_in: false,
             cma_out: false,
             cma_list: Vec::new(),
+            ack_held: false,
+            dry: false,
         }
     }
 
@@ -389,6 +399,10 @@ struct Progress {
     /// A consumer pass's list of connections to serve (kept, not reallocated).
     pass_list: Vec<u64>,
     pass_events: Vec<libc::epoll_event>,
+    /// A consumer's pass is running (`hold_ack`), and the streams whose
+    /// ACK it kept.
+    in_pass: bool,
+    held_acks: Vec<u64>,
 }
 
 fn errno() -> i32 {
@@ -417,6 +431,8 @@ impl Progress {
             seen_passes: 0,
             pass_list: Vec::new(),
             pass_events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            in_pass: false,
+            held_acks: Vec::new(),
         }
     }
 
@@ -455,6 +471,7 @@ impl Progress {
     /// with work found before sleeping, timeouts.
     fn serve(&mut self, events: &[libc::epoll_event]) {
         self.awake();
+        self.flush_acks();
         self.dispatch(events);
         let ready = std::mem::take(&mut self.ready);
         for &t in &ready {
@@ -494,6 +511,10 @@ impl Progress {
         let quiet = self.shared.quiet.swap(false, Ordering::SeqCst);
         let polling = !quiet && self.passes != self.seen_passes;
         self.seen_passes = self.passes;
+        if !polling {
+            // No tick will come: nothing may stay held.
+            self.flush_acks();
+        }
         let work = if polling { self.look() } else { self.prepare_sleep() };
         if work {
             self.on_quiet_set = false;
@@ -928,9 +949,14 @@ impl Progress {
                 return;
             }
         }
-        if let Err(e) = self.write_some(token) {
-            self.end(token, e);
-            return;
+        if !self.hold_ack(token) {
+            if let Some(c) = self.conns.get_mut(&token) {
+                c.ack_held = false;
+            }
+            if let Err(e) = self.write_some(token) {
+                self.end(token, e);
+                return;
+            }
         }
         if let Some(e) = lost {
             self.end(token, End::Lost(e));
@@ -962,6 +988,40 @@ impl Progress {
             let fd = c.fd;
             self.rewatch(fd, token, want);
         }
+    }
+
+    /// Whether a consumer's pass keeps the connection's output, a lone
+    /// ACK on a TCP stream, for a moment: the consumer is likely to answer
+    /// what it just received, and the ACK then rides with the answer
+    /// (`next_frame`), one `sendmsg` where there were two. Held once: the
+    /// next pass, post or thread turn sends it, and the thread ticks
+    /// (`on_quiet_set`) or a consumer about to sleep flushes it (`quiet`).
+    fn hold_ack(&mut self, token: u64) -> bool {
+        if !self.in_pass || !self.on_quiet_set {
+            return false;
+        }
+        let Some(c) = self.conns.get_mut(&token) else { return false };
+        let lone = !c.shm_out && !c.ack_held && c.phase == Phase::Open && !c.out.active && c.ctl.is_empty() && c.resp.len() == 1 && matches!(c.resp.front(), Some(Resp::Ack(_)));
+        if lone {
+            c.ack_held = true;
+            self.held_acks.push(token);
+        }
+        lone
+    }
+
+    /// Sends the ACKs `hold_ack` kept.
+    fn flush_acks(&mut self) {
+        if self.held_acks.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.held_acks);
+        let was = std::mem::replace(&mut self.in_pass, false);
+        for &t in &held {
+            self.guarded(t, |p| p.pump(t, false, false));
+        }
+        self.in_pass = was;
+        self.held_acks = held;
+        self.held_acks.clear();
     }
 
     /// Closes a connection and tells its id why.
@@ -1031,6 +1091,9 @@ impl Progress {
     // ---- input ----
 
     fn read_some(&mut self, token: u64) -> Result<(), End> {
+        if let Some(c) = self.conns.get_mut(&token) {
+            c.dry = false;
+        }
         let mut budget = 256;
         loop {
             let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
@@ -1469,6 +1532,8 @@ impl Engine for Progress {
         if polling {
             self.passes = self.passes.wrapping_add(1);
         }
+        self.flush_acks();
+        self.in_pass = polling;
         let mut list = std::mem::take(&mut self.pass_list);
         list.clear();
         list.append(&mut self.again);
@@ -1493,6 +1558,7 @@ impl Engine for Progress {
             }
             self.pass_events = evs;
         }
+        self.in_pass = false;
         self.hand_back();
     }
 
@@ -1506,6 +1572,7 @@ impl Engine for Progress {
 
     fn quiet(&mut self) {
         self.seen_passes = self.passes;
+        self.flush_acks();
         if self.on_quiet_set {
             // The thread sleeps deaf to the sockets: it must hear the
             // doorbells this consumer will now sleep on.
@@ -1649,10 +1716,16 @@ fn fill(c: &mut Conn) -> Result<bool, End> {
         c.end += n;
         return Ok(n > 0);
     }
+    if c.dry {
+        // The last read came short: the socket is empty, and epoll says
+        // when it is not (one system call saved per message).
+        return Ok(false);
+    }
     // SAFETY: reading into the free tail of our own buffer.
     let n = unsafe { libc::read(c.fd, c.buf[c.end..].as_mut_ptr() as *mut libc::c_void, room) };
     if n > 0 {
         c.end += n as usize;
+        c.dry = (n as usize) < room;
         return Ok(true);
     }
     if n == 0 {
@@ -1779,7 +1852,23 @@ fn next_frame(c: &mut Conn) -> bool {
     }
     c.out.ctl = None;
     c.out.segs.clear();
+    c.out.pre_len = 0;
     let mut h = Hdr::default();
+    if let (Some(&Resp::Ack(n)), 1, false) = (c.resp.front(), c.resp.len(), c.shm_out) {
+        // A lone ACK on a stream: it rides in front of our next request,
+        // one system call for both (a ping-pong's answer carries the ACK
+        // of what it answers).
+        let mut a = Hdr::new(Op::Ack);
+        a.a = n;
+        if let Some(q) = c.live_qp().cloned() {
+            if let Some(w) = q.next_request(&mut c.out.segs) {
+                c.resp.clear();
+                a.encode(&mut c.out.pre);
+                c.out.pre_len = HDR;
+                return request_frame(c, &w);
+            }
+        }
+    }
     if let Some(r) = c.resp.pop_front() {
         match r {
             Resp::Ack(n) => {
@@ -1810,7 +1899,20 @@ fn next_frame(c: &mut Conn) -> bool {
     } else {
         let Some(q) = c.live_qp().cloned() else { return false };
         let Some(w) = q.next_request(&mut c.out.segs) else { return false };
-        h = request_header(&w);
+        return request_frame(c, &w);
+    }
+    h.encode(&mut c.out.hdr);
+    c.out.total = HDR as u64 + h.len as u64;
+    c.out.pos = 0;
+    c.out.active = true;
+    true
+}
+
+/// Sets up the frame of a request taken from the send queue (its local
+/// segments in `c.out.segs`), after an ACK in `c.out.pre` if there is one.
+fn request_frame(c: &mut Conn, w: &Wqe) -> bool {
+    let mut h = request_header(w);
+    {
         if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= shm::cma_min() {
             // By reference: the target pulls (or pushes) the bytes itself.
             c.cma_list.clear();
@@ -1828,7 +1930,7 @@ fn next_frame(c: &mut Conn) -> bool {
         }
     }
     h.encode(&mut c.out.hdr);
-    c.out.total = HDR as u64 + h.len as u64;
+    c.out.total = (c.out.pre_len + HDR) as u64 + h.len as u64;
     c.out.pos = 0;
     c.out.active = true;
     true
@@ -1891,7 +1993,7 @@ fn request_header(w: &Wqe) -> Hdr {
 
 /// Writes what it can of the current frame. true: the frame is out.
 fn send_frame(c: &mut Conn) -> Result<bool, End> {
-    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; super::device::MAX_SGE + 2];
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; super::device::MAX_SGE + 3];
     let mut k = 0;
     let pos = c.out.pos;
     if let Some(f) = &c.out.ctl {
@@ -1899,9 +2001,17 @@ fn send_frame(c: &mut Conn) -> Result<bool, End> {
         k = 1;
     } else {
         let mut skip = pos;
-        if skip < HDR as u64 {
-            iov[0] = libc::iovec { iov_base: c.out.hdr[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: HDR - skip as usize };
+        let pre = c.out.pre_len as u64;
+        if skip < pre {
+            iov[0] = libc::iovec { iov_base: c.out.pre[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: (pre - skip) as usize };
             k = 1;
+            skip = 0;
+        } else {
+            skip -= pre;
+        }
+        if skip < HDR as u64 {
+            iov[k] = libc::iovec { iov_base: c.out.hdr[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: HDR - skip as usize };
+            k += 1;
             skip = 0;
         } else {
             skip -= HDR as u64;
