@@ -979,7 +979,9 @@ impl Progress {
         if c.phase == Phase::Held {
             want |= libc::EPOLLRDHUP as u32;
         }
-        if c.phase == Phase::Connecting || (c.wants_out() && !c.shm_out) {
+        // (A held ACK needs no EPOLLOUT: it goes with the next pass or
+        // post, and switching the interest both ways cost two epoll_ctl.)
+        if c.phase == Phase::Connecting || (c.wants_out() && !c.shm_out && !c.ack_held) {
             want |= libc::EPOLLOUT as u32;
         }
         if c.shm_in {
