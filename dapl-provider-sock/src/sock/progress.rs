@@ -1553,7 +1553,8 @@ impl Engine for Progress {
         // each, the one system call a message then costs); more, or any
         // still in their handshake, take one look at epoll. On-node
         // connections alone cost no system call.
-        let mut look = false;
+        // UD sockets have no ring to look at: epoll says which have data.
+        let mut look = !self.uds.is_empty();
         if self.conns.len() > self.shm_conns.len() {
             let mut direct = 0;
             for (&t, c) in &self.conns {
