@@ -285,6 +285,10 @@ struct Conn {
     ack_held: bool,
     /// This turn's last read of the stream came short (`fill`).
     dry: bool,
+    /// A doorbell we skipped (`shm::Bell::Skipped`): when (0: none), and
+    /// the ring's head then; `overdue` rings if the peer left them unread.
+    skipped_at: u64,
+    skipped_head: u64,
 }
 
 impl Conn {
@@ -335,6 +339,8 @@ impl Conn {
             cma_list: Vec::new(),
             ack_held: false,
             dry: false,
+            skipped_at: 0,
+            skipped_head: 0,
         }
     }
 
@@ -528,12 +534,19 @@ impl Progress {
         if polling { (self.epq, if deadline < 0 { TICK_MS } else { deadline.min(TICK_MS) }) } else { (self.epfd, deadline) }
     }
 
-    /// Connections with work now, without flagging anything.
+    /// Before a tick's sleep while consumers poll: flags every ring it
+    /// reads `sleeping = 2` (`shm`: rung only if the consumer stops
+    /// looking), then lists the connections with work now.
     fn look(&mut self) -> bool {
         self.ready.clear();
         self.ready.append(&mut self.again);
         for &t in &self.shm_conns {
-            if self.conns.get(&t).is_some_and(has_work) {
+            let Some(c) = self.conns.get(&t) else { continue };
+            let doze = match &c.shm {
+                Some(m) if c.shm_in && c.reading() => m.rx.prepare_doze(),
+                _ => false,
+            };
+            if doze || has_work(c) {
                 self.ready.push(t);
             }
         }
@@ -718,6 +731,7 @@ impl Progress {
                         c.end = 0;
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(t);
+                        watch_in(self.epq, c.fd, t);
                         log::info!("sock: connection {t} (id {id}, passive): on-node shared memory, cma {}", yes(c.cma_in));
                     } else if !c.datagram {
                         c.shm = None;
@@ -1445,6 +1459,7 @@ impl Progress {
                         c.cma_out = shm::cma_enabled() && c.cma_in && h.flags & F_CMA != 0;
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(token);
+                        watch_in(self.epq, c.fd, token);
                         log::info!("sock: connection {token} (id {id}, active): on-node shared memory, cma {}", yes(c.cma_in && c.cma_out));
                     } else {
                         if h.flags & F_SHM != 0 {
@@ -1525,6 +1540,31 @@ impl Progress {
     }
 }
 
+/// A doorbell we skipped whose bytes the peer has still not taken after
+/// `OVERDUE_NS` (at `now`; u64::MAX: at once) is rung after all.
+fn overdue(c: &mut Conn, now: u64) {
+    if c.skipped_at == 0 {
+        return;
+    }
+    let Some(m) = &c.shm else { return };
+    if !m.tx.unread(c.skipped_head) {
+        c.skipped_at = 0;
+    } else if now.saturating_sub(c.skipped_at) >= shm::OVERDUE_NS {
+        c.skipped_at = 0;
+        shm::ring_bell(c.fd);
+    }
+}
+
+/// Puts an on-node connection's stream into the quiet set too: there it
+/// carries only doorbells and the peer's end, which the thread must hear
+/// while it dozes (`shm`, `sleeping = 2`).
+fn watch_in(epq: i32, fd: i32, token: u64) {
+    let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, u64: token };
+    // SAFETY: registering our socket with our quiet epoll set; closing it
+    // takes it out of both sets.
+    unsafe { libc::epoll_ctl(epq, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+}
+
 /// Whether an on-node connection can move bytes now: input in its ring, or
 /// output waiting with room in the peer's.
 fn has_work(c: &Conn) -> bool {
@@ -1542,8 +1582,14 @@ impl Engine for Progress {
         let mut list = std::mem::take(&mut self.pass_list);
         list.clear();
         list.append(&mut self.again);
+        let now = if self.shm_conns.is_empty() { 0 } else { shm::now_ns() };
         for &t in &self.shm_conns {
-            if self.conns.get(&t).is_some_and(has_work) && !list.contains(&t) {
+            let Some(c) = self.conns.get_mut(&t) else { continue };
+            if let Some(m) = &c.shm {
+                m.rx.polled(now);
+            }
+            overdue(c, now);
+            if has_work(c) && !list.contains(&t) {
                 list.push(t);
             }
         }
@@ -1599,6 +1645,13 @@ impl Engine for Progress {
     fn quiet(&mut self) {
         self.seen_passes = self.passes;
         self.flush_acks();
+        // This consumer stops looking for answers: doorbells it skipped
+        // and that are still unread go now.
+        for &t in &self.shm_conns {
+            if let Some(c) = self.conns.get_mut(&t) {
+                overdue(c, u64::MAX);
+            }
+        }
         if self.on_quiet_set {
             // The thread sleeps deaf to the sockets: it must hear the
             // doorbells this consumer will now sleep on.
@@ -2072,8 +2125,18 @@ fn send_frame(c: &mut Conn) -> Result<bool, End> {
                 break;
             }
         }
-        if n > 0 && m.tx.must_ring_consumer() {
-            shm::ring_bell(c.fd);
+        if n > 0 {
+            match m.tx.bell() {
+                // The thread has no later pass to look again from: it rings.
+                shm::Bell::Ring => shm::ring_bell(c.fd),
+                shm::Bell::Skipped if on_progress_thread() => shm::ring_bell(c.fd),
+                shm::Bell::Skipped if c.skipped_at == 0 => {
+                    c.skipped_at = shm::now_ns();
+                    c.skipped_head = m.tx.head();
+                }
+                shm::Bell::Skipped => c.skipped_head = m.tx.head(),
+                shm::Bell::No => {}
+            }
         }
         c.out.pos += n;
         if c.out.pos >= c.out.total {

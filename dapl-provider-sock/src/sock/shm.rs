@@ -25,6 +25,18 @@
 //! or the producer rings (and clears the flag, so one byte per sleep). A
 //! producer that finds the ring full does the same with `waiting`, and the
 //! consumer rings it after it frees room.
+//!
+//! While the consumer's process polls (its engine run by the consumer's
+//! own calls, `progress`), its thread flags `sleeping = 2` instead: ring
+//! only if the consumer has not looked at the ring (`polled`, a
+//! CLOCK_MONOTONIC stamp it stores on every pass) for `POLLED_NS`. A busy
+//! ping-pong then costs no doorbell, and a consumer that stopped polling to
+//! spin on its memory (MPI's eager RDMA) is still rung. A doorbell skipped
+//! just as the consumer stopped costs at most the thread's tick: that
+//! thread is awake on a timer in this mode. A producer that skipped also
+//! looks again on its own passes and rings once the bytes have waited
+//! `OVERDUE_NS` unread, so a consumer that stopped polling to spin on its
+//! memory waits microseconds, not the tick.
 
 use super::tail;
 use std::io;
@@ -155,6 +167,31 @@ pub struct Ctl {
     tail: Line<AtomicU64>,
     sleeping: Line<AtomicU32>,
     waiting: Line<AtomicU32>,
+    polled: Line<AtomicU64>,
+}
+
+/// How recent a consumer's look at its ring must be for a producer to skip
+/// the doorbell of a reader flagged `sleeping = 2`.
+const POLLED_NS: u64 = 20_000;
+
+/// What a producer does about the doorbell after a push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bell {
+    No,
+    Ring,
+    Skipped,
+}
+
+/// How long a skipped doorbell may go unanswered (the consumer did not
+/// take the bytes) before the producer rings after all.
+pub const OVERDUE_NS: u64 = 10_000;
+
+/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process of the host.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: reading a clock into our timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// One direction of a mapping, as one end sees it.
@@ -253,16 +290,48 @@ impl Ring {
         self.available() > 0
     }
 
+    /// Consumer's thread, going to sleep on a tick while its consumer
+    /// polls: producers ring only if the consumer stops looking. true: data
+    /// came meanwhile.
+    pub fn prepare_doze(&self) -> bool {
+        self.ctl().sleeping.0.store(2, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.available() > 0
+    }
+
+    /// Consumer's pass: it looked at the ring at `now` (ns).
+    #[inline]
+    pub fn polled(&self, now: u64) {
+        self.ctl().polled.0.store(now, Ordering::Relaxed);
+    }
+
     /// Consumer, awake again.
     pub fn awake(&self) {
         self.ctl().sleeping.0.store(0, Ordering::Relaxed);
     }
 
-    /// Producer, after a push: whether the consumer must be rung.
-    pub fn must_ring_consumer(&self) -> bool {
+    /// Producer, after a push: ring, or not, or skipped because the
+    /// consumer polled just now (`Skipped`: the producer checks later that
+    /// it took the bytes, `overdue`).
+    pub fn bell(&self) -> Bell {
         fence(Ordering::SeqCst);
-        let s = &self.ctl().sleeping.0;
-        s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::AcqRel) != 0
+        let c = self.ctl();
+        match c.sleeping.0.load(Ordering::Relaxed) {
+            0 => Bell::No,
+            2 if now_ns().saturating_sub(c.polled.0.load(Ordering::Relaxed)) < POLLED_NS => Bell::Skipped,
+            _ if c.sleeping.0.swap(0, Ordering::AcqRel) != 0 => Bell::Ring,
+            _ => Bell::No,
+        }
+    }
+
+    /// Producer: whether bytes it wrote up to `head` are still unread.
+    pub fn unread(&self, head: u64) -> bool {
+        self.ctl().tail.0.load(Ordering::Acquire) < head
+    }
+
+    /// Producer: bytes ever written.
+    pub fn head(&self) -> u64 {
+        self.ctl().head.0.load(Ordering::Relaxed)
     }
 
     /// Producer, the ring full: flags it, then true if room came meanwhile.
@@ -553,6 +622,7 @@ mod tests {
             tail: Line(AtomicU64::new(0)),
             sleeping: Line(AtomicU32::new(0)),
             waiting: Line(AtomicU32::new(0)),
+            polled: Line(AtomicU64::new(0)),
         });
         let mut data = vec![0u8; cap];
         // SAFETY: both live in the TestRing beside the ring.
@@ -620,12 +690,12 @@ mod tests {
         // A consumer that sleeps on an empty ring is rung once, by the next push.
         assert!(!r.prepare_sleep());
         assert_eq!(push(r, b"ab"), 2);
-        assert!(r.must_ring_consumer());
-        assert!(!r.must_ring_consumer());
+        assert_eq!(r.bell(), Bell::Ring);
+        assert_ne!(r.bell(), Bell::Ring);
         // Data already there: the consumer does not sleep.
         assert!(r.prepare_sleep());
         r.awake();
-        assert!(!r.must_ring_consumer());
+        assert_ne!(r.bell(), Bell::Ring);
         // A producer facing a full ring is rung once room is made.
         assert_eq!(push(r, &[0u8; 14]), 14);
         assert!(!r.prepare_wait());
@@ -634,6 +704,29 @@ mod tests {
         assert!(!r.must_ring_producer());
         // Room already there: the producer does not wait.
         assert!(r.prepare_wait());
+    }
+
+    #[test]
+    fn dozing_reader_is_rung_only_when_it_stopped_polling() {
+        let t = ring(64);
+        let r = &t.ring;
+        // Its consumer polled just now: the push skips the doorbell, and
+        // the producer can tell later whether the bytes were taken.
+        assert!(!r.prepare_doze());
+        r.polled(now_ns());
+        assert_eq!(push(r, b"abc"), 3);
+        assert_eq!(r.bell(), Bell::Skipped);
+        let head = r.head();
+        assert!(r.unread(head));
+        assert_eq!(pop(r, 3), b"abc");
+        assert!(!r.unread(head));
+        // Its consumer last looked long ago: rung, once.
+        r.polled(now_ns().saturating_sub(10 * POLLED_NS));
+        assert_eq!(push(r, b"d"), 1);
+        assert_eq!(r.bell(), Bell::Ring);
+        assert_eq!(r.bell(), Bell::No);
+        // Data already there when the thread dozes: it does not sleep.
+        assert!(r.prepare_doze());
     }
 
     #[test]
