@@ -482,13 +482,18 @@ impl Progress {
         self.awake();
         self.flush_acks();
         self.dispatch(events);
+        self.pump_ready();
+        self.expire();
+    }
+
+    /// Serves the connections `prepare_sleep` or `look` found with work.
+    fn pump_ready(&mut self) {
         let ready = std::mem::take(&mut self.ready);
         for &t in &ready {
             self.guarded(t, |p| p.pump(t, false, true));
         }
         self.ready = ready;
         self.ready.clear();
-        self.expire();
     }
 
     /// Serves what epoll reported.
@@ -1658,12 +1663,7 @@ impl Engine for Progress {
             self.shared.kick();
         }
         if self.prepare_sleep() {
-            let ready = std::mem::take(&mut self.ready);
-            for &t in &ready {
-                self.guarded(t, |p| p.pump(t, false, true));
-            }
-            self.ready = ready;
-            self.ready.clear();
+            self.pump_ready();
         }
         self.hand_back();
     }
