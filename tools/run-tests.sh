@@ -82,6 +82,14 @@ section guest-mpi tools/mpi/run-mpi.sh
 
 # The figures lines of the suites that print them (conformance, fuzzer).
 grep -h '^conformance figures:\|^fuzz figures:' "$log"/*.out 2>/dev/null
+# CI keeps the head and tail of this output: say here, at the tail, what
+# failed in each failing suite (its failure lines and the indented lines
+# under them), so a failure on a machine we cannot reach can be read.
+for name in "${broken[@]}"; do
+    echo "--- what failed in $name:"
+    awk '/FAIL|: fail \(|failed on ours|timed out|panicked|guest exited/ && !/[0-9]+ passed, [0-9]+ failed/ { print; n = 16; next }
+         n > 0 && /^[ \t>]/ { print; n--; next } { n = 0 }' "$log/$name.out" | head -n 60
+done
 rm -rf "$log"
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
 echo "tests: $passed passed, $failed failed"

@@ -1057,6 +1057,15 @@ struct zoo {
 	struct mem m;
 };
 
+/* A zoo object that could not be made names its call and its code: the
+ * case's one failure line says which of twenty calls it was. */
+static int made(DAT_RETURN r, const char *call)
+{
+	if (r != DAT_SUCCESS)
+		fail("%s: %s", call, describe(r));
+	return r == DAT_SUCCESS;
+}
+
 static int zoo_make(struct zoo *z)
 {
 	DAT_OS_WAIT_PROXY_AGENT agent = { NULL, NULL };
@@ -1079,24 +1088,23 @@ static int zoo_make(struct zoo *z)
 		return 0;
 	ok &= mem_reg(z->ia, z->pz, BUF, DAT_MEM_PRIV_ALL_FLAG, &z->m);
 	z->lmr = z->m.lmr;
-	ok &= CALL(dat_lmr_create(z->ia, DAT_MEM_TYPE_LMR, (DAT_REGION_DESCRIPTION){ .for_lmr_handle = z->lmr }, 4096,
-				  z->pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &z->dead_lmr, NULL, NULL, NULL, NULL)) ==
-	      DAT_SUCCESS;
-	ok &= CALL(dat_cno_create(z->ia, agent, &z->cno)) == DAT_SUCCESS;
-	ok &= CALL(dat_cno_create(z->ia, agent, &z->dead_cno)) == DAT_SUCCESS;
-	ok &= CALL(dat_ep_create(z->ia, z->pz, z->evd, z->evd, z->conn_evd, NULL, &z->ep)) == DAT_SUCCESS;
-	ok &= CALL(dat_ep_create(z->ia, z->pz, z->evd, z->evd, z->conn_evd, NULL, &z->dead_ep)) == DAT_SUCCESS;
-	ok &= CALL(dat_ep_create(z->ia, z->pz, z->evd, z->evd, z->conn_evd, NULL, &rsp_ep)) == DAT_SUCCESS;
-	ok &= CALL(dat_psp_create(z->ia, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8), z->cr_evd, DAT_PSP_CONSUMER_FLAG,
-				  &z->psp)) == DAT_SUCCESS;
-	ok &= CALL(dat_psp_create(z->ia, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8 + 1), z->cr_evd,
-				  DAT_PSP_CONSUMER_FLAG, &z->dead_psp)) == DAT_SUCCESS;
-	ok &= CALL(dat_rsp_create(z->ia, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8 + 2), rsp_ep, z->cr_evd,
-				  &z->dead_rsp)) == DAT_SUCCESS;
-	ok &= CALL(dat_srq_create(z->ia, z->pz, &sa, &z->srq)) == DAT_SUCCESS;
-	ok &= CALL(dat_srq_create(z->ia, z->pz, &sa, &z->dead_srq)) == DAT_SUCCESS;
-	ok &= CALL(dat_rmr_create(z->pz, &z->rmr)) == DAT_SUCCESS;
-	ok &= CALL(dat_rmr_create(z->pz, &z->dead_rmr)) == DAT_SUCCESS;
+	ok &= made(CALL(dat_lmr_create(z->ia, DAT_MEM_TYPE_LMR, (DAT_REGION_DESCRIPTION){ .for_lmr_handle = z->lmr }, 4096,
+				  z->pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &z->dead_lmr, NULL, NULL, NULL, NULL)), "dat_lmr_create");
+	ok &= made(CALL(dat_cno_create(z->ia, agent, &z->cno)), "dat_cno_create");
+	ok &= made(CALL(dat_cno_create(z->ia, agent, &z->dead_cno)), "dat_cno_create");
+	ok &= made(CALL(dat_ep_create(z->ia, z->pz, z->evd, z->evd, z->conn_evd, NULL, &z->ep)), "dat_ep_create");
+	ok &= made(CALL(dat_ep_create(z->ia, z->pz, z->evd, z->evd, z->conn_evd, NULL, &z->dead_ep)), "dat_ep_create");
+	ok &= made(CALL(dat_ep_create(z->ia, z->pz, z->evd, z->evd, z->conn_evd, NULL, &rsp_ep)), "dat_ep_create");
+	ok &= made(CALL(dat_psp_create(z->ia, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8), z->cr_evd, DAT_PSP_CONSUMER_FLAG,
+				  &z->psp)), "dat_psp_create");
+	ok &= made(CALL(dat_psp_create(z->ia, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8 + 1), z->cr_evd,
+				  DAT_PSP_CONSUMER_FLAG, &z->dead_psp)), "dat_psp_create");
+	ok &= made(CALL(dat_rsp_create(z->ia, (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8 + 2), rsp_ep, z->cr_evd,
+				  &z->dead_rsp)), "dat_rsp_create");
+	ok &= made(CALL(dat_srq_create(z->ia, z->pz, &sa, &z->srq)), "dat_srq_create");
+	ok &= made(CALL(dat_srq_create(z->ia, z->pz, &sa, &z->dead_srq)), "dat_srq_create");
+	ok &= made(CALL(dat_rmr_create(z->pz, &z->rmr)), "dat_rmr_create");
+	ok &= made(CALL(dat_rmr_create(z->pz, &z->dead_rmr)), "dat_rmr_create");
 	if (!ok) {
 		fail("creating one object of every kind failed");
 		return 0;
