@@ -65,7 +65,7 @@ section host-netns ctest/host/netns.sh
 # The benchmark itself (tools/bench-host.sh, no flag) is not a test.
 section host-bench-smoke tools/bench-host.sh --smoke
 # MVAPICH2 over the sock provider on this host (no guest), the CI plan
-# without its 4-rank OSU runs; skipped without the team's tarball.
+# with the reference's column empty; skipped without the team's tarball.
 section host-mpi tools/mpi/run-mpi.sh --host
 section guest-ref-provider tools/rxe-vm/run-in-guest.sh ctest/guest/ref-provider.sh
 section guest-dat-info tools/rxe-vm/run-in-guest.sh tools/dat-info/guest-check.sh

@@ -24,14 +24,14 @@ impl Log for StderrLogger {
 
     fn log(&self, record: &Record) {
         if self.enabled(record.metadata()) {
-            let tag = match record.level() {
-                Level::Error => "ERR",
-                Level::Warn => "WARN",
-                _ => "dbg",
-            };
             // One write per line, so lines from several threads do not interleave.
             let prefix = self.prefix.get().copied().unwrap_or("dat");
-            let line = format!("{prefix} {tag}: {}\n", record.args());
+            let line = match record.level() {
+                Level::Error => format!("{prefix} ERR: {}\n", record.args()),
+                Level::Warn => format!("{prefix} WARN: {}\n", record.args()),
+                // Debug lines name their process: MPI ranks share one stderr.
+                _ => format!("{prefix} dbg [{}]: {}\n", std::process::id(), record.args()),
+            };
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
     }

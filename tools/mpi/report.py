@@ -21,6 +21,7 @@ REF = os.environ.get("MPI_REF", "mpi-ref")
 
 def load(path):
     runs, figs = {}, collections.defaultdict(dict)
+    load.hangs = collections.Counter()
     for line in open(path):
         f = line.split()
         if not f:
@@ -28,6 +29,8 @@ def load(path):
         if f[0] == "run":
             _, prov, kind, np, name, verdict, secs, rc, tries = f
             runs[(kind, int(np), name, prov)] = (verdict, float(secs), int(rc), int(tries))
+        elif f[0] == "hang":
+            load.hangs[f[1]] += 1
         elif f[0] == "fig":
             _, prov, np, name, size, value = f
             figs[(name, int(np), int(size))][prov] = float(value)
@@ -113,11 +116,14 @@ def main():
             print(f"| {name} | {np} | {size} | {fmt(o)} | {fmt(r)} | {ratio} |")
         print("\n(latency in µs: lower is better; bandwidth in MB/s: higher is better; "
               "TCG guest figures are informative only)")
-    retried = {p: sum(1 for k, v in runs.items() if k[3] == p and v[3] > 1 and k[0] != "control")
+    hangs = load.hangs
+    retried = {p: sum(1 for k, v in runs.items() if k[3] == p and v[3] > 1 and k[0] != "control") - hangs[p]
                for p in (OURS, REF)}
     stale = {p: sum(1 for k, v in runs.items() if k[3] == p and v[0] == "stale") for p in (OURS, REF)}
     print(f"\nruns tried again after a stale eager-RDMA header: ours {retried[OURS]}, reference {retried[REF]}; "
           f"stale on every try: ours {stale[OURS]}, reference {stale[REF]}")
+    if sum(hangs.values()):
+        print(f"runs tried again after a hang (timeout): ours {hangs[OURS]}, reference {hangs[REF]}")
     print()
     # Last, next to the count, so that a log's tail names what failed.
     for f in failures:

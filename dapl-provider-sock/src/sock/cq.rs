@@ -4,22 +4,13 @@
 //! the queue is armed and a completion arrives.
 
 use super::device::{Shared, drain, eventfd, lock, signal};
+use super::tune;
 use dapl_core::backend::{AsyncEvent, Completion, CqOps};
 use dat_abi::*;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// How long a consumer about to sleep on an empty queue polls first
-/// (`DAPL_SOCK_SPIN_US`, microseconds; 0: sleep at once).
-fn spin_budget() -> std::time::Duration {
-    static US: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let us = *US.get_or_init(|| std::env::var("DAPL_SOCK_SPIN_US").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(SPIN_US));
-    std::time::Duration::from_micros(us)
-}
-
-const SPIN_US: u64 = 20;
 
 const DISARMED: u8 = 0;
 const ANY: u8 = 1;
@@ -135,7 +126,7 @@ impl CqOps for Cq {
         // About to sleep: first poll a little while. A peer on this host
         // answers within microseconds, far less than the two wakeups a
         // sleep costs (the progress thread's, then ours).
-        let spin = spin_budget();
+        let spin = std::time::Duration::from_micros(tune::spin_us());
         if !spin.is_zero() && self.0.count.load(Ordering::SeqCst) == 0 {
             let start = std::time::Instant::now();
             while self.0.count.load(Ordering::SeqCst) == 0 && start.elapsed() < spin {

@@ -55,7 +55,9 @@ pub trait Engine: Send {
     /// A consumer found its queue empty: take what the on-node rings hold
     /// and send what waits. `polling`: count it as a consumer that polls
     /// (one about to sleep does not).
-    fn consumer_pass(&mut self, polling: bool);
+    /// Returns true when the consumer has polled in vain long enough to
+    /// give up its CPU for a moment (`sched_yield`).
+    fn consumer_pass(&mut self, polling: bool) -> bool;
     /// A request was posted for the connection `token`: send it now;
     /// `retry_stall`: a receive was posted for a message that waited.
     fn drive(&mut self, token: u64, retry_stall: bool);
@@ -136,7 +138,12 @@ impl Shared {
     /// An empty poll: move what is there, if the engine is free.
     #[inline]
     pub fn consumer_pass(&self, polling: bool) {
-        self.try_engine(|e| e.consumer_pass(polling));
+        let mut idle = false;
+        self.try_engine(|e| idle = e.consumer_pass(polling));
+        if idle {
+            // SAFETY: no arguments; lets another runnable thread have this CPU.
+            unsafe { libc::sched_yield() };
+        }
     }
 
     /// A consumer is about to sleep on a completion channel.

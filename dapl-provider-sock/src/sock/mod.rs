@@ -41,6 +41,7 @@ pub mod qp;
 pub mod shm;
 pub mod srq;
 pub mod tail;
+pub mod tune;
 pub mod ud;
 pub mod wire;
 

@@ -38,6 +38,7 @@ use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
 use super::shm::{self, Shm};
 use super::srq::RecvWqe;
 use super::tail;
+use super::tune;
 use super::ud::{self, Path};
 use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
@@ -289,6 +290,9 @@ struct Conn {
     /// the ring's head then; `overdue` rings if the peer left them unread.
     skipped_at: u64,
     skipped_head: u64,
+    /// A message that found no receive, once a receive was posted for it:
+    /// when it is taken (CLOCK_MONOTONIC ns; 0: no such wait).
+    rnr_due: u64,
 }
 
 impl Conn {
@@ -341,6 +345,7 @@ impl Conn {
             dry: false,
             skipped_at: 0,
             skipped_head: 0,
+            rnr_due: 0,
         }
     }
 
@@ -412,6 +417,17 @@ struct Progress {
     /// ACK it kept.
     in_pass: bool,
     held_acks: Vec<u64>,
+    /// Frames taken in or sent out (a pass that moved none is idle), and
+    /// when a polling consumer idle for a while gives its CPU away: with
+    /// more spinning ranks than cores (MPI on a laptop or a CI machine) the
+    /// peer it waits for may be waiting for that very CPU, and would get it
+    /// only when the scheduler's time slice runs out.
+    frames: u64,
+    idle: tune::YieldClock,
+    /// A deadline was set since the thread last planned its sleep.
+    timers_changed: bool,
+    /// Connections with a message waiting out its `rnr_due`.
+    rnr: Vec<u64>,
 }
 
 fn errno() -> i32 {
@@ -442,6 +458,10 @@ impl Progress {
             pass_events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
             in_pass: false,
             held_acks: Vec::new(),
+            frames: 0,
+            idle: tune::YieldClock::default(),
+            timers_changed: false,
+            rnr: Vec::new(),
         }
     }
 
@@ -484,6 +504,9 @@ impl Progress {
         self.dispatch(events);
         self.pump_ready();
         self.expire();
+        if !self.rnr.is_empty() {
+            self.expire_rnr(shm::now_ns());
+        }
     }
 
     /// Serves the connections `prepare_sleep` or `look` found with work.
@@ -522,6 +545,8 @@ impl Progress {
     /// is flagged (`prepare_sleep`) and the thread sleeps on every socket
     /// until a doorbell, data or a deadline.
     fn sleep_plan(&mut self) -> (i32, i32) {
+        // The plan below sees every deadline.
+        self.timers_changed = false;
         let quiet = self.shared.quiet.swap(false, Ordering::SeqCst);
         let polling = !quiet && self.passes != self.seen_passes;
         self.seen_passes = self.passes;
@@ -587,9 +612,13 @@ impl Progress {
         self.epq = -1;
     }
 
-    /// Kicks the thread if a consumer's call left work only it will see.
-    fn hand_back(&self) {
-        if !self.again.is_empty() {
+    /// Kicks the thread if a consumer's call left work only it will see:
+    /// input left over, or a deadline (a redial, a DISC's wait) the thread,
+    /// asleep on a plan made before it, would not wake for. Only the
+    /// thread expires deadlines, and a consumer's pass may have drained
+    /// the doorbell that carried the command which set one.
+    fn hand_back(&mut self) {
+        if !self.again.is_empty() || std::mem::take(&mut self.timers_changed) {
             self.shared.kick();
         }
     }
@@ -638,7 +667,43 @@ impl Progress {
 
     fn next_deadline(&self) -> i32 {
         let now = Instant::now();
-        self.conns.values().filter_map(|c| c.deadline).map(|d| d.saturating_duration_since(now).as_millis() as i32 + 1).min().unwrap_or(-1)
+        let timer = self.conns.values().filter_map(|c| c.deadline).map(|d| d.saturating_duration_since(now).as_millis() as i32 + 1).min();
+        let rnr = self.rnr.iter().filter_map(|t| self.conns.get(t)).map(|c| c.rnr_due).filter(|&d| d != 0).min();
+        let rnr = rnr.map(|d| (d.saturating_sub(shm::now_ns()).div_ceil(1_000_000)).min(i32::MAX as u64) as i32);
+        match (timer, rnr) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(-1),
+        }
+    }
+
+    /// Takes the messages whose `rnr_due` came (`now`, ns).
+    fn expire_rnr(&mut self, now: u64) {
+        let mut i = 0;
+        while i < self.rnr.len() {
+            let t = self.rnr[i];
+            let due = self.conns.get(&t).map_or(0, |c| c.rnr_due);
+            if due > now {
+                i += 1;
+                continue;
+            }
+            self.rnr.swap_remove(i);
+            if due != 0 {
+                self.guarded(t, |p| p.release_stalled(t));
+            }
+        }
+    }
+
+    fn release_stalled(&mut self, token: u64) {
+        let Some(c) = self.conns.get_mut(&token) else { return };
+        c.rnr_due = 0;
+        if let InState::Stalled(h) = c.inp {
+            c.inp = InState::Hdr;
+            if let Err(e) = self.on_header(token, h) {
+                self.end(token, e);
+                return;
+            }
+        }
+        self.pump(token, false, true);
     }
 
     fn expire(&mut self) {
@@ -709,6 +774,7 @@ impl Progress {
                 c.dial_until = Some(Instant::now() + DIAL_WINDOW);
                 if fd < 0 {
                     c.deadline = Some(Instant::now() + c.backoff);
+                    self.timers_changed = true;
                 } else {
                     self.watch(fd, t, c.interest);
                 }
@@ -785,6 +851,7 @@ impl Progress {
                     c.disc_sent = true;
                     c.ctl.push_back(Hdr::new(Op::Disc).frame(&[]));
                     c.deadline = Some(Instant::now() + DISC_WAIT);
+                    self.timers_changed = true;
                     if !matches!(c.phase, Phase::Open) {
                         // Never got going: nobody on the other side to wait for.
                         c.phase = Phase::Closing;
@@ -914,6 +981,7 @@ impl Progress {
         }
         c.deadline = Some(Instant::now() + c.backoff);
         c.backoff = (c.backoff * 2).min(DIAL_BACKOFF_MAX);
+        self.timers_changed = true;
     }
 
     fn redial(&mut self, token: u64) {
@@ -949,10 +1017,23 @@ impl Progress {
         }
         if retry_stall {
             if let InState::Stalled(h) = c.inp {
-                c.inp = InState::Hdr;
-                if let Err(e) = self.on_header(token, h) {
-                    self.end(token, e);
-                    return;
+                let rnr = tune::rnr_ns();
+                if rnr == 0 {
+                    c.inp = InState::Hdr;
+                    if let Err(e) = self.on_header(token, h) {
+                        self.end(token, e);
+                        return;
+                    }
+                } else if c.rnr_due == 0 {
+                    // As a device's receiver-not-ready retry: the sender
+                    // comes back a timer later, not the instant a receive
+                    // is posted. A program that posts its receives in a
+                    // batch (MVAPICH2 fills a new connection's queue from
+                    // one thread while another polls) has them all posted
+                    // and its state set before the message is taken.
+                    c.rnr_due = shm::now_ns() + rnr;
+                    self.rnr.push(token);
+                    self.timers_changed = true;
                 }
             }
         }
@@ -1165,6 +1246,7 @@ impl Progress {
     }
 
     fn on_header(&mut self, token: u64, h: Hdr) -> Result<(), End> {
+        self.frames = self.frames.wrapping_add(1);
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
         let Some(op) = Op::from_u8(h.op) else {
             log::warn!("sock: unknown frame {:#x} from the peer", h.op);
@@ -1536,6 +1618,7 @@ impl Progress {
             if !send_frame(c)? {
                 return Ok(());
             }
+            self.frames = self.frames.wrapping_add(1);
             if c.shm_out_next {
                 // The REP is out: the rest goes through the mapping.
                 c.shm_out_next = false;
@@ -1578,16 +1661,20 @@ fn has_work(c: &Conn) -> bool {
 }
 
 impl Engine for Progress {
-    fn consumer_pass(&mut self, polling: bool) {
+    fn consumer_pass(&mut self, polling: bool) -> bool {
         if polling {
             self.passes = self.passes.wrapping_add(1);
         }
+        let frames = self.frames;
         self.flush_acks();
         self.in_pass = polling;
         let mut list = std::mem::take(&mut self.pass_list);
         list.clear();
         list.append(&mut self.again);
-        let now = if self.shm_conns.is_empty() { 0 } else { shm::now_ns() };
+        let now = if self.shm_conns.is_empty() && !polling && self.rnr.is_empty() { 0 } else { shm::now_ns() };
+        if !self.rnr.is_empty() {
+            self.expire_rnr(now);
+        }
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get_mut(&t) else { continue };
             if let Some(m) = &c.shm {
@@ -1626,17 +1713,20 @@ impl Engine for Progress {
             self.guarded(t, |p| p.pump(t, false, true));
         }
         self.pass_list = list;
+        let mut events = false;
         if look {
             let mut evs = std::mem::take(&mut self.pass_events);
             // SAFETY: a non-blocking look at our epoll into our array.
             let n = unsafe { libc::epoll_wait(self.epfd, evs.as_mut_ptr(), evs.len() as i32, 0) };
             if n > 0 {
+                events = true;
                 self.dispatch(&evs[..n as usize]);
             }
             self.pass_events = evs;
         }
         self.in_pass = false;
         self.hand_back();
+        polling && self.idle.due(events || self.frames != frames, now, tune::yield_ns())
     }
 
     fn drive(&mut self, token: u64, retry_stall: bool) {
@@ -1939,13 +2029,11 @@ fn next_frame(c: &mut Conn) -> bool {
         // of what it answers).
         let mut a = Hdr::new(Op::Ack);
         a.a = n;
-        if let Some(q) = c.live_qp().cloned() {
-            if let Some(w) = q.next_request(&mut c.out.segs) {
-                c.resp.clear();
-                a.encode(&mut c.out.pre);
-                c.out.pre_len = HDR;
-                return request_frame(c, &w);
-            }
+        if let Some(w) = take_request(c) {
+            c.resp.clear();
+            a.encode(&mut c.out.pre);
+            c.out.pre_len = HDR;
+            return request_frame(c, &w);
         }
     }
     if let Some(r) = c.resp.pop_front() {
@@ -1976,8 +2064,7 @@ fn next_frame(c: &mut Conn) -> bool {
             }
         }
     } else {
-        let Some(q) = c.live_qp().cloned() else { return false };
-        let Some(w) = q.next_request(&mut c.out.segs) else { return false };
+        let Some(w) = take_request(c) else { return false };
         return request_frame(c, &w);
     }
     h.encode(&mut c.out.hdr);
@@ -1987,12 +2074,23 @@ fn next_frame(c: &mut Conn) -> bool {
     true
 }
 
+/// The next request of the stream's QP, if it is bound and running, its
+/// local segments in `c.out.segs`. (Fields, not `live_qp`: the QP is only
+/// borrowed while the segments are written, no reference count is taken.)
+fn take_request(c: &mut Conn) -> Option<Wqe> {
+    let q = c.qp.as_ref()?;
+    if q.epoch.load(Ordering::Acquire) != c.epoch || !q.is(RTS) {
+        return None;
+    }
+    q.next_request(&mut c.out.segs)
+}
+
 /// Sets up the frame of a request taken from the send queue (its local
 /// segments in `c.out.segs`), after an ACK in `c.out.pre` if there is one.
 fn request_frame(c: &mut Conn, w: &Wqe) -> bool {
     let mut h = request_header(w);
     {
-        if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= shm::cma_min() {
+        if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= tune::cma_min() {
             // By reference: the target pulls (or pushes) the bytes itself.
             c.cma_list.clear();
             for &(a, l) in &c.out.segs {

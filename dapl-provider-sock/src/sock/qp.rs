@@ -171,6 +171,10 @@ pub struct QpInner {
     /// The progress engine's token of the connection this QP is bound to
     /// (0: none yet), so a post can send on it from the consumer's thread.
     pub conn: AtomicU64,
+    /// Requests posted and not yet taken to transmit (head - sent, kept
+    /// under the send queue's lock): the engine reads it without the lock
+    /// to see that there is nothing to take, which it asks after every frame.
+    pub unsent: AtomicU32,
     /// UD: the datagram socket and its port.
     pub udp: i32,
     pub udp_port: u16,
@@ -227,6 +231,7 @@ impl QpInner {
         }
         sq.sent = sq.head;
         sq.halted = false;
+        self.unsent.store(0, Ordering::Release);
     }
 
     /// Completes what ran or failed locally at the front of the send queue.
@@ -301,6 +306,9 @@ impl QpInner {
     /// Takes the next request to transmit, running window operations in
     /// queue order as it meets them. Its validated local segments go to `segs`.
     pub fn next_request(&self, segs: &mut Vec<(u64, u64)>) -> Option<Wqe> {
+        if self.unsent.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let mut sq = lock(&self.sq);
         let w = loop {
             if !self.is(RTS) || sq.halted || sq.sent >= sq.head {
@@ -309,6 +317,7 @@ impl QpInner {
             let i = sq.sent;
             let s = sq.slot(i);
             sq.sent += 1;
+            self.unsent.store((sq.head - sq.sent) as u32, Ordering::Release);
             if sq.wqes[s].op == WOp::Window {
                 let w = sq.wqes[s];
                 if w.win_old != 0 && !keys::clear_window(w.win_old) && w.win_key == 0 {
@@ -451,6 +460,7 @@ impl Qp {
             epoch: AtomicU32::new(0),
             starved: AtomicBool::new(false),
             conn: AtomicU64::new(0),
+            unsent: AtomicU32::new(0),
             udp,
             udp_port,
         });
@@ -498,6 +508,7 @@ impl Qp {
                     return Ok(());
                 }
                 sq.push(w, sges)?;
+                q.unsent.store((sq.head - sq.sent) as u32, Ordering::Release);
                 drop(sq);
                 q.shared.drive(q.conn.load(Ordering::Acquire), false);
                 Ok(())
@@ -541,6 +552,7 @@ impl QpOps<Sock> for Qp {
             sq.done = sq.head;
             sq.sent = sq.head;
             sq.halted = false;
+            q.unsent.store(0, Ordering::Release);
         }
         lock(&q.rq).clear();
         q.starved.store(false, Ordering::Release);

@@ -78,14 +78,6 @@ pub fn cma_enabled() -> bool {
     *ON.get_or_init(|| !env_off("DAPL_SOCK_CMA"))
 }
 
-/// The smallest RDMA payload sent by reference (`DAPL_SOCK_CMA_MIN`,
-/// bytes): below it two copies through the ring cost less than the
-/// target's syscall.
-pub fn cma_min() -> u64 {
-    static MIN: OnceLock<u64> = OnceLock::new();
-    *MIN.get_or_init(|| std::env::var("DAPL_SOCK_CMA_MIN").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(8192))
-}
-
 /// Decodes a by-reference list (address, length pairs, little-endian)
 /// into `out`; false if malformed.
 fn iovs_of(list: &[u8], out: &mut [libc::iovec; 64]) -> Option<usize> {

@@ -1,0 +1,94 @@
+//! The provider's tunables: each read once from its environment variable
+//! (daplsock(5) documents them), a number or the default.
+
+use std::sync::OnceLock;
+
+fn read(cell: &OnceLock<u64>, name: &str, default: u64) -> u64 {
+    *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default))
+}
+
+/// How long a consumer about to sleep on an empty queue polls first
+/// (`DAPL_SOCK_SPIN_US`, microseconds; 0: sleep at once). A peer on this
+/// host answers within microseconds, far less than the two wakeups a sleep
+/// costs.
+pub fn spin_us() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    read(&V, "DAPL_SOCK_SPIN_US", 20)
+}
+
+/// The smallest RDMA payload sent by reference (`DAPL_SOCK_CMA_MIN`,
+/// bytes): below it two copies through the ring cost less than the
+/// target's syscall.
+pub fn cma_min() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    read(&V, "DAPL_SOCK_CMA_MIN", 8192)
+}
+
+/// After how long polling in vain a consumer yields its CPU once
+/// (`DAPL_SOCK_YIELD_US`, microseconds; 0: never), in nanoseconds.
+pub fn yield_ns() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    read(&V, "DAPL_SOCK_YIELD_US", 20).saturating_mul(1000)
+}
+
+/// How long a message that arrived before its receive waits once the
+/// receive is posted (`DAPL_SOCK_RNR_US`, microseconds; 0: it is taken at
+/// once), in nanoseconds: the 0.64 ms of InfiniBand's receiver-not-ready
+/// timer code 12.
+pub fn rnr_ns() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    read(&V, "DAPL_SOCK_RNR_US", 640).saturating_mul(1000)
+}
+
+/// When a polling consumer yields (`yield_ns`): it counts from the first
+/// pass that moved nothing, and starts again at every pass that moved a
+/// frame and at every yield.
+#[derive(Default)]
+pub struct YieldClock {
+    since: u64,
+}
+
+impl YieldClock {
+    /// A pass at `now` (ns) moved a frame or not: whether to yield after
+    /// it, `after` ns (0: never) having gone by with none moved.
+    pub fn due(&mut self, moved: bool, now: u64, after: u64) -> bool {
+        if moved || after == 0 {
+            self.since = 0;
+            return false;
+        }
+        if self.since == 0 {
+            self.since = now;
+            return false;
+        }
+        if now.saturating_sub(self.since) < after {
+            return false;
+        }
+        self.since = now;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::YieldClock;
+
+    #[test]
+    fn yields_once_per_period_of_passes_that_moved_nothing() {
+        let mut c = YieldClock::default();
+        // The first empty pass starts the clock; a yield only once 20 us passed.
+        assert!(!c.due(false, 1_000, 20_000));
+        assert!(!c.due(false, 20_999, 20_000));
+        assert!(c.due(false, 21_000, 20_000));
+        // It counts again from the yield.
+        assert!(!c.due(false, 30_000, 20_000));
+        assert!(c.due(false, 41_000, 20_000));
+        // A pass that moved a frame stops the clock: the next empty one restarts it.
+        assert!(!c.due(true, 70_000, 20_000));
+        assert!(!c.due(false, 80_000, 20_000));
+        assert!(!c.due(false, 99_999, 20_000));
+        assert!(c.due(false, 100_000, 20_000));
+        // 0: never.
+        assert!(!c.due(false, 10_000_000, 0));
+        assert!(!c.due(false, 90_000_000, 0));
+    }
+}
