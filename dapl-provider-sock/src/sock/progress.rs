@@ -696,14 +696,22 @@ impl Progress {
     fn release_stalled(&mut self, token: u64) {
         let Some(c) = self.conns.get_mut(&token) else { return };
         c.rnr_due = 0;
-        if let InState::Stalled(h) = c.inp {
-            c.inp = InState::Hdr;
-            if let Err(e) = self.on_header(token, h) {
-                self.end(token, e);
-                return;
-            }
+        if self.take_stalled(token) {
+            self.pump(token, false, true);
         }
-        self.pump(token, false, true);
+    }
+
+    /// Takes the message that waited for a receive, if one did. false:
+    /// the connection ended over it.
+    fn take_stalled(&mut self, token: u64) -> bool {
+        let Some(c) = self.conns.get_mut(&token) else { return false };
+        let InState::Stalled(h) = c.inp else { return true };
+        c.inp = InState::Hdr;
+        if let Err(e) = self.on_header(token, h) {
+            self.end(token, e);
+            return false;
+        }
+        true
     }
 
     fn expire(&mut self) {
@@ -1015,26 +1023,22 @@ impl Progress {
             // Between dials: nothing to read or write yet.
             return;
         }
-        if retry_stall {
-            if let InState::Stalled(h) = c.inp {
-                let rnr = tune::rnr_ns();
-                if rnr == 0 {
-                    c.inp = InState::Hdr;
-                    if let Err(e) = self.on_header(token, h) {
-                        self.end(token, e);
-                        return;
-                    }
-                } else if c.rnr_due == 0 {
-                    // As a device's receiver-not-ready retry: the sender
-                    // comes back a timer later, not the instant a receive
-                    // is posted. A program that posts its receives in a
-                    // batch (MVAPICH2 fills a new connection's queue from
-                    // one thread while another polls) has them all posted
-                    // and its state set before the message is taken.
-                    c.rnr_due = shm::now_ns() + rnr;
-                    self.rnr.push(token);
-                    self.timers_changed = true;
+        if retry_stall && matches!(c.inp, InState::Stalled(_)) {
+            let rnr = tune::rnr_ns();
+            if rnr == 0 {
+                if !self.take_stalled(token) {
+                    return;
                 }
+            } else if c.rnr_due == 0 {
+                // As a device's receiver-not-ready retry: the sender comes
+                // back a timer later, not the instant a receive is posted.
+                // A program that posts its receives in a batch (MVAPICH2
+                // fills a new connection's queue from one thread while
+                // another polls) has them all posted and its state set
+                // before the message is taken.
+                c.rnr_due = shm::now_ns() + rnr;
+                self.rnr.push(token);
+                self.timers_changed = true;
             }
         }
         // On the on-node path the stream carries only doorbells; its end is
