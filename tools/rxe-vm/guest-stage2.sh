@@ -32,6 +32,14 @@ log "$(cut -d" " -f1 /proc/uptime) stage2 start"
 		ip addr add 10.0.0.1/24 dev dum0 || fail "ip addr add dum0"
 		ip link set dum0 up || fail "ip link set dum0 up"
 	fi
+	# An active rdma_cm id (and a TCP socket) takes its local port from the
+	# ephemeral range, 32768-60999 by default; the tests listen on fixed
+	# ports inside it (dapltest 45278 and up, the conformance suite
+	# 49000-52999), so a connection's port could be one a test was about to
+	# listen on: dat_psp_create failed with DAT_CONN_QUAL_IN_USE now and
+	# then (dapltest -T L in CI, 11-26). Above every fixed port of ours
+	# (MPI's are 1024 + pid, dtest's side channel TCP 15828).
+	echo "53000 60999" >/proc/sys/net/ipv4/ip_local_port_range || fail "ip_local_port_range"
 	log "$(cut -d" " -f1 /proc/uptime) rdma link add"
 	rdma link add rxe0 type rxe netdev dum0 || fail "rdma link add rxe0 type rxe netdev dum0 failed"
 } >>"$RUNDIR/setup.log" 2>&1
