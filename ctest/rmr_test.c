@@ -21,7 +21,8 @@
  *
  * usage: rmr_test [-i IA] [-q CONN_QUAL] [-l] [case...]
  *   -i IA   the IA to open            (env RT_IA, default ibv-netdev)
- *   -q N    first connection qualifier; case k uses N+k (env RT_CONN_QUAL, default 47100)
+ *   -q N    first connection qualifier; case k uses N+k (env RT_CONN_QUAL, default 47100, or the
+ *           ports just below the ephemeral range if it holds them)
  *   -l      list the cases
  * env: RT_VERBOSE=1 do not capture stderr; RT_KEEP=1 keep the temporary directory;
  *      RT_WINDOW_BOUNDS=unenforced: the device does not bound accesses to a
@@ -994,7 +995,7 @@ int main(int argc, char **argv)
 	int opt, list = 0;
 
 	ia_name = env_or("RT_IA", "ibv-netdev");
-	conn_qual_base = atoi(env_or("RT_CONN_QUAL", "47100"));
+	conn_qual_base = qual_base("RT_CONN_QUAL", 47100, (int)NCASES);
 	bounds_unenforced = strcmp(env_or("RT_WINDOW_BOUNDS", "enforced"), "unenforced") == 0;
 	while ((opt = getopt(argc, argv, "i:q:l")) != -1) {
 		switch (opt) {

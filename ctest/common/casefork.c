@@ -130,6 +130,30 @@ const char *env_or(const char *var, const char *dflt)
 	return v && *v ? v : dflt;
 }
 
+int qual_base(const char *var, int preferred, int span)
+{
+	const char *v = getenv(var);
+	int lo = 0, hi = -1;
+	FILE *f;
+
+	if (v && *v)
+		return atoi(v);
+	f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			hi = -1;
+		fclose(f);
+	}
+	if (preferred + span <= lo || preferred > hi)
+		return preferred;
+	/* Above 1024 (no privilege needed) and below the range, else above it. */
+	if (lo - span >= 1024)
+		return lo - span;
+	if (hi + 1 + span <= 65536)
+		return hi + 1;
+	return preferred;
+}
+
 double now_s(void)
 {
 	struct timespec t;

@@ -72,6 +72,15 @@ const char *event_name(DAT_EVENT_NUMBER n);
 const char *dto_status_name(DAT_DTO_COMPLETION_STATUS s);
 
 const char *env_or(const char *var, const char *dflt);
+/*
+ * The first of `span` connection qualifiers the tests listen on: $var if
+ * set, else `preferred` if [preferred, preferred+span) is outside this
+ * network namespace's ephemeral ports, else the first such window below or
+ * above them.  A qualifier is a TCP port on the sock provider and an
+ * rdma_cm port on verbs, and any process's outgoing connection (or its
+ * TIME_WAIT) can hold an ephemeral port a test then fails to listen on.
+ */
+int qual_base(const char *var, int preferred, int span);
 double now_s(void);
 /* Page-aligned and zeroed; a failure ends the case. */
 void *must_alloc(size_t n);

@@ -5,7 +5,8 @@
  * usage: conformance [-R] [-l] [case...]     (no case: all; -R only the
  *        cases flagged for the reference registry)
  * env:   CONF_IA (default ibv-netdev), CONF_IA2 (ibv-devport), CONF_QUAL
- *        (49000), CONF_VERBOSE=1 (stderr not captured), CONF_TIMEOUT (per
+ *        (49000, or the ports just below the ephemeral range if it holds
+ *        them), CONF_VERBOSE=1 (stderr not captured), CONF_TIMEOUT (per
  *        case seconds, default 240), CONF_KEEP=1.
  */
 #include "harness.h"
@@ -458,7 +459,6 @@ int main(int argc, char **argv)
 
 	g_ia = getenv("CONF_IA") && *getenv("CONF_IA") ? getenv("CONF_IA") : "ibv-netdev";
 	g_ia2 = getenv("CONF_IA2") && *getenv("CONF_IA2") ? getenv("CONF_IA2") : "ibv-devport";
-	g_qual_base = getenv("CONF_QUAL") ? atoi(getenv("CONF_QUAL")) : 49000;
 	while ((opt = getopt(argc, argv, "Rl")) != -1) {
 		switch (opt) {
 		case 'R': g_ref = 1; break;
@@ -477,6 +477,8 @@ int main(int argc, char **argv)
 		memcpy(&all[n], areas[k].cases, (size_t)*areas[k].n * sizeof(all[0]));
 		n += *areas[k].n;
 	}
+	/* Each case listens on up to 8 qualifiers from base + 8 * its index. */
+	g_qual_base = qual_base("CONF_QUAL", 49000, 8 * ntotal);
 	if (list) {
 		if (casefork_unknown(all, n, argc, argv, optind))
 			return 2;
