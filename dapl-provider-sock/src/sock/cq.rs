@@ -34,7 +34,7 @@ impl CqInner {
     /// asked for a solicited event.
     pub fn push(&self, c: Completion, solicited: bool) {
         // The thread-local lookup only when full (it is a call in a shared object).
-        if self.count.load(Ordering::Relaxed) >= self.depth.load(Ordering::Relaxed) && super::progress::on_progress_thread() {
+        if self.count.load(Ordering::Relaxed) >= self.depth.load(Ordering::Relaxed) && super::role::on_progress_thread() {
             self.wait_for_room();
         }
         {

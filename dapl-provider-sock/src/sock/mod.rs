@@ -32,12 +32,16 @@
 //! agree. `DAPL_SOCK_SHM=0` and `DAPL_SOCK_CMA=0` turn either off.
 
 pub mod cm;
+pub mod conn;
 pub mod cq;
 pub mod device;
 pub mod hash;
+pub mod inbound;
 pub mod keys;
+pub mod outbound;
 pub mod progress;
 pub mod qp;
+pub mod role;
 pub mod shm;
 pub mod srq;
 pub mod tail;

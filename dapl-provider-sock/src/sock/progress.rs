@@ -22,6 +22,9 @@
 //! input on that stream until one is posted, as an RC QP with unlimited
 //! RNR retries waits; responses queued meanwhile still go out.
 //!
+//! Each connection's state is a `conn::Conn`; `inbound` takes its input
+//! and `outbound` writes its frames, both without the engine's tables.
+//!
 //! On the on-node path (`shm`) the same frames go through the
 //! connection's rings: `fill` and `send_frame` pop and push there, and the
 //! stream only brings doorbell bytes (drained) and the peer's end. Before
@@ -32,9 +35,13 @@
 //! bytes between the two processes.
 
 use super::cm::{self, Ev, IdInfo, IdState};
+use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
 use super::device::{Engine, Shared, drain, lock};
+use super::inbound::{by_reference, fill, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
-use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
+use super::outbound::{add_trailer, next_frame, send_frame};
+use super::qp::{QpInner, RTS, WOp};
+use super::role;
 use super::shm::{self, Shm};
 use super::srq::RecvWqe;
 use super::tail;
@@ -43,7 +50,6 @@ use super::ud::{self, Path};
 use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
-use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,9 +74,7 @@ const DISC_WAIT: Duration = Duration::from_secs(3);
 /// How long an active end keeps dialing a port nobody listens on before
 /// it reports the reject, and its first and longest pause between dials.
 const DIAL_WINDOW: Duration = Duration::from_secs(2);
-const DIAL_BACKOFF: Duration = Duration::from_millis(10);
 const DIAL_BACKOFF_MAX: Duration = Duration::from_millis(200);
-const INBUF: usize = 64 * 1024;
 /// Responses a peer may have us owe before it is cut off (a well-behaved
 /// peer is bounded by its send queue).
 const MAX_RESP: usize = 1 << 16;
@@ -81,16 +85,6 @@ const TICK_MS: i32 = 1;
 /// Open TCP streams a consumer's pass reads directly; past that, it asks
 /// epoll which have data.
 const DIRECT_READS: usize = 4;
-
-thread_local! {
-    static PROGRESS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the caller is a progress thread (which may wait for CQ room;
-/// a consumer's thread never does).
-pub fn on_progress_thread() -> bool {
-    PROGRESS.with(|p| p.get())
-}
 
 pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     // SAFETY: plain syscall; checked.
@@ -116,7 +110,7 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     let r = std::thread::Builder::new().name("daplsock-progress".into()).spawn({
         let shared = shared.clone();
         move || {
-            PROGRESS.with(|f| f.set(true));
+            role::become_progress_thread();
             run(&shared);
         }
     });
@@ -151,235 +145,6 @@ fn run(shared: &Shared) {
     if let Some(mut e) = engine {
         e.shutdown();
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// connect() in flight.
-    Connecting,
-    /// REQ sent; waiting for REP or REJ.
-    AwaitRep,
-    /// Accepted by the kernel; waiting for REQ.
-    AwaitReq,
-    /// Waiting for our consumer (accept/reject, or establish): no reading.
-    Held,
-    /// Data flows.
-    Open,
-    /// Only our last handshake frame to flush, then close.
-    Closing,
-}
-
-enum Resp {
-    Ack(u64),
-    Read { addr: u64, len: u64 },
-    Atomic(u64),
-    /// A by-reference READ whose data the target placed already.
-    ReadPlaced(u64),
-    Nak(u8),
-}
-
-/// One frame going out: a header, then payload segments.
-struct Out {
-    /// An ACK going out in front of the frame, in the same system call
-    /// (`pre_len` 0 or HDR).
-    pre: [u8; HDR],
-    pre_len: usize,
-    hdr: [u8; HDR],
-    /// A handshake frame (its bytes in `ctl`) rather than `hdr` + `segs`.
-    ctl: Option<Vec<u8>>,
-    segs: Vec<(u64, u64)>,
-    total: u64,
-    pos: u64,
-    active: bool,
-}
-
-/// What becomes of a payload once it has all arrived.
-#[derive(Clone, Copy)]
-enum Then {
-    Nothing,
-    Ack,
-    Recv { wr_id: u64, len: u32, imm: Option<u32>, kind: CompletionKind, solicited: bool },
-    ReadDone(u32),
-    /// A handshake frame: its private data is in `pdata`.
-    Ctl(Hdr),
-    /// A by-reference WRITE (with immediate data: the receive it takes);
-    /// the initiator's list is in `pdata`.
-    Pull { addr: u64, len: u64, recv: Option<(u64, Option<u32>, bool)> },
-    /// A by-reference READ; the initiator's list is in `pdata`.
-    Push { addr: u64, len: u64 },
-}
-
-enum Dest {
-    Discard,
-    Segs,
-    Pdata,
-}
-
-enum InState {
-    Hdr,
-    Payload { left: u64, dest: Dest, then: Then },
-    /// A message waits for a receive to be posted.
-    Stalled(Hdr),
-}
-
-struct Conn {
-    fd: i32,
-    /// The id it belongs to (0 once destroyed) and, passive, the listener's.
-    id: u64,
-    listen: u64,
-    datagram: bool,
-    active: bool,
-    phase: Phase,
-    qp: Option<Arc<QpInner>>,
-    epoch: u32,
-    ctl: VecDeque<Vec<u8>>,
-    resp: VecDeque<Resp>,
-    out: Out,
-    buf: Box<[u8]>,
-    start: usize,
-    end: usize,
-    inp: InState,
-    /// Where an arriving payload goes, and how far it has got.
-    segs: Vec<(u64, u64)>,
-    seg: usize,
-    seg_off: u64,
-    /// The last bytes of an arriving RDMA write, stored at `tail_to` once
-    /// the rest is in place (`tail`); `tail_to` 0: none held.
-    held: Box<[u8; tail::HELD]>,
-    tail_to: u64,
-    held_len: usize,
-    pdata: Vec<u8>,
-    wqe: RecvWqe,
-    scratch: Vec<Sge>,
-    /// We refused one of the peer's requests: later ones are dropped.
-    refused: bool,
-    /// ConnectResponse or Established was reported: a loss is a Disconnected.
-    up: bool,
-    established: bool,
-    disc_sent: bool,
-    disc_rcvd: bool,
-    disc_reported: bool,
-    deadline: Option<Instant>,
-    /// An active end refused (nobody listening yet) dials again until then.
-    dial_until: Option<Instant>,
-    /// The wait before the next dial; grows with each refusal.
-    backoff: Duration,
-    interest: u32,
-    peer: libc::sockaddr_in,
-    /// The on-node mapping (offered, taken, or in use).
-    shm: Option<Shm>,
-    /// Input comes from the mapping; the stream carries only doorbells.
-    shm_in: bool,
-    /// Output goes to the mapping.
-    shm_out: bool,
-    /// Output goes to the mapping once the frame being sent (the REP) is out.
-    shm_out_next: bool,
-    /// epoll saw the stream readable: doorbell bytes (or its end) to take.
-    bells: bool,
-    /// We can reach the peer's memory: its by-reference requests are served.
-    cma_in: bool,
-    /// The peer can reach ours: our large RDMA requests go by reference.
-    cma_out: bool,
-    /// The (address, length) list of the by-reference request going out.
-    cma_list: Vec<u8>,
-    /// A consumer's pass kept back this stream's lone ACK (`hold_ack`).
-    ack_held: bool,
-    /// This turn's last read of the stream came short (`fill`).
-    dry: bool,
-    /// A doorbell we skipped (`shm::Bell::Skipped`): when (0: none), and
-    /// the ring's head then; `overdue` rings if the peer left them unread.
-    skipped_at: u64,
-    skipped_head: u64,
-    /// A message that found no receive, once a receive was posted for it:
-    /// when it is taken (CLOCK_MONOTONIC ns; 0: no such wait).
-    rnr_due: u64,
-}
-
-impl Conn {
-    fn new(fd: i32, id: u64, phase: Phase, active: bool, peer: libc::sockaddr_in) -> Conn {
-        Conn {
-            fd,
-            id,
-            listen: 0,
-            datagram: false,
-            active,
-            phase,
-            qp: None,
-            epoch: 0,
-            ctl: VecDeque::new(),
-            resp: VecDeque::new(),
-            out: Out { pre: [0; HDR], pre_len: 0, hdr: [0; HDR], ctl: None, segs: Vec::with_capacity(super::device::MAX_SGE + 1), total: 0, pos: 0, active: false },
-            buf: vec![0u8; INBUF].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            inp: InState::Hdr,
-            segs: Vec::with_capacity(super::device::MAX_SGE + 1),
-            seg: 0,
-            seg_off: 0,
-            held: Box::new([0; tail::HELD]),
-            tail_to: 0,
-            held_len: 0,
-            pdata: Vec::new(),
-            wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
-            scratch: Vec::with_capacity(super::device::MAX_SGE),
-            refused: false,
-            up: false,
-            established: false,
-            disc_sent: false,
-            disc_rcvd: false,
-            disc_reported: false,
-            deadline: None,
-            dial_until: None,
-            backoff: DIAL_BACKOFF,
-            interest: 0,
-            peer,
-            shm: None,
-            shm_in: false,
-            shm_out: false,
-            shm_out_next: false,
-            bells: false,
-            cma_in: false,
-            cma_out: false,
-            cma_list: Vec::new(),
-            ack_held: false,
-            dry: false,
-            skipped_at: 0,
-            skipped_head: 0,
-            rnr_due: 0,
-        }
-    }
-
-    /// The QP this stream feeds, if it is still bound to it and running.
-    fn live_qp(&self) -> Option<&Arc<QpInner>> {
-        self.qp.as_ref().filter(|q| q.epoch.load(Ordering::Acquire) == self.epoch && q.is(RTS))
-    }
-
-    fn reading(&self) -> bool {
-        matches!(self.phase, Phase::AwaitRep | Phase::AwaitReq | Phase::Open) && !matches!(self.inp, InState::Stalled(_))
-    }
-
-    fn wants_out(&self) -> bool {
-        self.out.active || !self.ctl.is_empty() || (self.phase == Phase::Open && !self.disc_sent && !self.resp.is_empty())
-    }
-
-    fn ack(&mut self) {
-        if let Some(Resp::Ack(n)) = self.resp.back_mut() {
-            *n += 1;
-        } else {
-            self.resp.push_back(Resp::Ack(1));
-        }
-    }
-}
-
-/// Why a connection ends, for the event its id gets.
-#[derive(Clone, Copy, Debug)]
-enum End {
-    /// The stream failed or ended (errno, 0 for an orderly end).
-    Lost(i32),
-    /// Both DISCs done, or a handshake frame flushed before closing.
-    Done,
-    /// The peer broke the protocol.
-    Protocol,
 }
 
 type HashMap<K, V> = super::hash::Map<K, V>;
@@ -428,10 +193,6 @@ struct Progress {
     timers_changed: bool,
     /// Connections with a message waiting out its `rnr_due`.
     rnr: Vec<u64>,
-}
-
-fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 impl Progress {
@@ -1243,12 +1004,6 @@ impl Progress {
         }
     }
 
-    fn set_payload(c: &mut Conn, len: u64, dest: Dest, then: Then) {
-        c.seg = 0;
-        c.seg_off = 0;
-        c.inp = InState::Payload { left: len, dest, then };
-    }
-
     fn on_header(&mut self, token: u64, h: Hdr) -> Result<(), End> {
         self.frames = self.frames.wrapping_add(1);
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
@@ -1263,7 +1018,7 @@ impl Progress {
                     return Err(End::Protocol);
                 }
                 c.pdata.clear();
-                Self::set_payload(c, len, Dest::Pdata, Then::Ctl(h));
+                c.set_payload(len, Dest::Pdata, Then::Ctl(h));
                 return Ok(());
             }
             _ => {}
@@ -1275,7 +1030,7 @@ impl Progress {
             Some(q) if !c.refused && !c.disc_rcvd => q.clone(),
             _ => {
                 // Nobody to deliver to: the bytes are dropped, nothing answered.
-                Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+                c.set_payload(len, Dest::Discard, Then::Nothing);
                 return Ok(());
             }
         };
@@ -1296,7 +1051,7 @@ impl Progress {
                 if op == Op::WriteImm {
                     write_segs(c, h.addr, len);
                     let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::RecvRdmaWithImm, solicited };
-                    Self::set_payload(c, len, Dest::Segs, then);
+                    c.set_payload(len, Dest::Segs, then);
                     return Ok(());
                 }
                 c.segs.clear();
@@ -1325,14 +1080,14 @@ impl Progress {
                     return Ok(());
                 }
                 let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::Recv, solicited };
-                Self::set_payload(c, len, Dest::Segs, then);
+                c.set_payload(len, Dest::Segs, then);
             }
             Op::Write => {
                 if !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
                     return refuse(c, len, Nak::RemoteAccess);
                 }
                 write_segs(c, h.addr, len);
-                Self::set_payload(c, len, Dest::Segs, Then::Ack);
+                c.set_payload(len, Dest::Segs, Then::Ack);
             }
             Op::ReadReq => {
                 let want = h.a;
@@ -1375,7 +1130,7 @@ impl Progress {
             }
             Op::Nak => {
                 qp.on_response(Nak::status(h.status), 0);
-                Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+                c.set_payload(len, Dest::Discard, Then::Nothing);
             }
             Op::ReadResp | Op::AtomicResp => {
                 let Some(w) = qp.awaiting(&mut c.scratch) else { return Err(End::Protocol) };
@@ -1399,12 +1154,12 @@ impl Progress {
                     let bytes = h.a.to_ne_bytes();
                     scatter(&c.segs, &bytes);
                     qp.on_response(DAT_DTO_SUCCESS, 8);
-                    Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+                    c.set_payload(len, Dest::Discard, Then::Nothing);
                 } else if len > w.len {
-                    Self::set_payload(c, len, Dest::Discard, Then::Nothing);
+                    c.set_payload(len, Dest::Discard, Then::Nothing);
                     qp.on_response(DAT_DTO_ERR_LOCAL_LENGTH, 0);
                 } else {
-                    Self::set_payload(c, len, Dest::Segs, Then::ReadDone(h.len));
+                    c.set_payload(len, Dest::Segs, Then::ReadDone(h.len));
                 }
             }
             _ => return Err(End::Protocol),
@@ -1792,482 +1547,8 @@ impl Engine for Progress {
     }
 }
 
-fn remote_ok(qp: &QpInner, rkey: u32, addr: u64, len: u64, need: u32) -> bool {
-    keys::lookup_remote(rkey).is_some_and(|r| (r.qp == 0 || r.qp == qp.num) && r.allows(addr, len, need, qp.pd))
-}
-
 fn yes(v: bool) -> &'static str {
     if v { "yes" } else { "no" }
-}
-
-/// A by-reference RDMA request (on-node, cross-memory attach): the rkey is
-/// checked for the data's length (`a`) here; the payload is the
-/// initiator's segment list, and the bytes move once it has arrived.
-fn by_reference(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr) -> Result<(), End> {
-    let len = h.len as u64;
-    if !c.cma_in || len % 16 != 0 || len > 16 * super::device::MAX_SGE as u64 || h.a > super::device::MAX_MSG as u64 {
-        return Err(End::Protocol);
-    }
-    let need = if op == Op::ReadReq { keys::REMOTE_READ } else { keys::REMOTE_WRITE };
-    if !remote_ok(qp, h.rkey, h.addr, h.a, need) {
-        return refuse(c, len, Nak::RemoteAccess);
-    }
-    let then = match op {
-        Op::ReadReq => Then::Push { addr: h.addr, len: h.a },
-        Op::WriteImm => {
-            if !qp.take_recv(&mut c.wqe) {
-                c.inp = InState::Stalled(h);
-                return Ok(());
-            }
-            let imm = (h.flags & F_IMM != 0).then_some(h.imm);
-            Then::Pull { addr: h.addr, len: h.a, recv: Some((c.wqe.wr_id, imm, h.flags & F_SOLICITED != 0)) }
-        }
-        _ => Then::Pull { addr: h.addr, len: h.a, recv: None },
-    };
-    c.pdata.clear();
-    Progress::set_payload(c, len, Dest::Pdata, then);
-    Ok(())
-}
-
-/// The destination of an inline RDMA write of `len` bytes at `addr`
-/// (checked): all but its last bytes in place, those into the side buffer,
-/// stored by `finish_payload` once the rest is in (see `tail`).
-fn write_segs(c: &mut Conn, addr: u64, len: u64) {
-    c.segs.clear();
-    let k = tail::held(len);
-    if len > k as u64 {
-        c.segs.push((addr, len - k as u64));
-    }
-    if k > 0 {
-        c.segs.push((c.held.as_mut_ptr() as u64, k as u64));
-        c.tail_to = addr + len - k as u64;
-        c.held_len = k;
-    }
-}
-
-/// Refuses the peer's request: a NAK, its payload dropped, and every later
-/// request of the peer dropped too (its QP fails on the NAK).
-fn refuse(c: &mut Conn, len: u64, why: Nak) -> Result<(), End> {
-    c.resp.push_back(Resp::Nak(why as u8));
-    c.refused = true;
-    Progress::set_payload(c, len, Dest::Discard, Then::Nothing);
-    Ok(())
-}
-
-/// Copies `bytes` over the segments, in order.
-fn scatter(segs: &[(u64, u64)], bytes: &[u8]) {
-    let mut off = 0usize;
-    for &(a, l) in segs {
-        if off >= bytes.len() {
-            break;
-        }
-        let n = (l as usize).min(bytes.len() - off);
-        // SAFETY: a local segment whose lkey was checked for local write at post.
-        unsafe { std::ptr::copy_nonoverlapping(bytes[off..].as_ptr(), a as *mut u8, n) };
-        off += n;
-    }
-}
-
-/// Reads more of the stream into the connection's buffer. false: nothing now.
-fn fill(c: &mut Conn) -> Result<bool, End> {
-    if c.start == c.end {
-        c.start = 0;
-        c.end = 0;
-    } else if c.start > 0 && c.buf.len() - c.end < HDR {
-        c.buf.copy_within(c.start..c.end, 0);
-        c.end -= c.start;
-        c.start = 0;
-    }
-    let room = c.buf.len() - c.end;
-    if c.shm_in {
-        let Some(m) = &c.shm else { return Ok(false) };
-        // SAFETY: the free tail of our own buffer, `room` bytes.
-        let n = unsafe { m.rx.pop(c.buf[c.end..].as_mut_ptr(), room) };
-        if n > 0 && m.rx.must_ring_producer() {
-            shm::ring_bell(c.fd);
-        }
-        c.end += n;
-        return Ok(n > 0);
-    }
-    if c.dry {
-        // The last read came short: the socket is empty, and epoll says
-        // when it is not (one system call saved per message).
-        return Ok(false);
-    }
-    // SAFETY: reading into the free tail of our own buffer.
-    let n = unsafe { libc::read(c.fd, c.buf[c.end..].as_mut_ptr() as *mut libc::c_void, room) };
-    if n > 0 {
-        c.end += n as usize;
-        c.dry = (n as usize) < room;
-        return Ok(true);
-    }
-    if n == 0 {
-        return Err(End::Lost(0));
-    }
-    match errno() {
-        libc::EAGAIN | libc::EINTR => Ok(false),
-        e => Err(End::Lost(e)),
-    }
-}
-
-/// Moves payload bytes to where they go: from the buffer, or for a large
-/// remainder straight from the socket. false: nothing available now.
-fn take_payload(c: &mut Conn) -> Result<bool, End> {
-    let InState::Payload { left, ref dest, .. } = c.inp else { return Ok(false) };
-    let buffered = (c.end - c.start) as u64;
-    if buffered > 0 {
-        let n = buffered.min(left);
-        let from = c.start;
-        match dest {
-            Dest::Discard => {}
-            Dest::Pdata => c.pdata.extend_from_slice(&c.buf[from..from + n as usize]),
-            Dest::Segs => {
-                let mut done = 0u64;
-                while done < n && c.seg < c.segs.len() {
-                    let (a, l) = c.segs[c.seg];
-                    let k = (l - c.seg_off).min(n - done);
-                    // SAFETY: a destination checked against its key (local or
-                    // remote write rights, and range) when the frame arrived.
-                    unsafe { std::ptr::copy_nonoverlapping(c.buf[from + done as usize..].as_ptr(), (a + c.seg_off) as *mut u8, k as usize) };
-                    done += k;
-                    c.seg_off += k;
-                    if c.seg_off == l {
-                        c.seg += 1;
-                        c.seg_off = 0;
-                    }
-                }
-            }
-        }
-        c.start += n as usize;
-        if let InState::Payload { left, .. } = &mut c.inp {
-            *left -= n;
-        }
-        return Ok(true);
-    }
-    if c.shm_in && matches!(dest, Dest::Segs) && c.seg < c.segs.len() {
-        // Straight from the ring into the destination (checked as below).
-        let Some(m) = &c.shm else { return Ok(false) };
-        let (a, l) = c.segs[c.seg];
-        let want = (l - c.seg_off).min(left) as usize;
-        // SAFETY: a destination checked against its key when the frame arrived.
-        let n = unsafe { m.rx.pop((a + c.seg_off) as *mut u8, want) } as u64;
-        if n == 0 {
-            return Ok(false);
-        }
-        if m.rx.must_ring_producer() {
-            shm::ring_bell(c.fd);
-        }
-        if let InState::Payload { left, .. } = &mut c.inp {
-            *left -= n;
-        }
-        c.seg_off += n;
-        if c.seg_off == l {
-            c.seg += 1;
-            c.seg_off = 0;
-        }
-        return Ok(true);
-    }
-    if left >= (INBUF / 4) as u64 && matches!(dest, Dest::Segs) && !c.shm_in {
-        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 8];
-        let mut k = 0;
-        let mut want = left;
-        let (mut s, mut off) = (c.seg, c.seg_off);
-        while k < iov.len() && want > 0 && s < c.segs.len() {
-            let (a, l) = c.segs[s];
-            let n = (l - off).min(want);
-            iov[k] = libc::iovec { iov_base: (a + off) as *mut libc::c_void, iov_len: n as usize };
-            k += 1;
-            want -= n;
-            s += 1;
-            off = 0;
-        }
-        // SAFETY: readv into destinations checked as above.
-        let n = unsafe { libc::readv(c.fd, iov.as_ptr(), k as i32) };
-        if n > 0 {
-            let mut n = n as u64;
-            if let InState::Payload { left, .. } = &mut c.inp {
-                *left -= n;
-            }
-            while n > 0 {
-                let (_, l) = c.segs[c.seg];
-                let k = (l - c.seg_off).min(n);
-                c.seg_off += k;
-                n -= k;
-                if c.seg_off == l {
-                    c.seg += 1;
-                    c.seg_off = 0;
-                }
-            }
-            return Ok(true);
-        }
-        if n == 0 {
-            return Err(End::Lost(0));
-        }
-        return match errno() {
-            libc::EAGAIN | libc::EINTR => Ok(false),
-            e => Err(End::Lost(e)),
-        };
-    }
-    fill(c)
-}
-
-/// Picks the next frame to send. false: nothing to send.
-fn next_frame(c: &mut Conn) -> bool {
-    if let Some(f) = c.ctl.pop_front() {
-        c.out.total = f.len() as u64;
-        c.out.ctl = Some(f);
-        c.out.pos = 0;
-        c.out.active = true;
-        return true;
-    }
-    if c.phase != Phase::Open || c.disc_sent {
-        return false;
-    }
-    c.out.ctl = None;
-    c.out.segs.clear();
-    c.out.pre_len = 0;
-    let mut h = Hdr::default();
-    if let (Some(&Resp::Ack(n)), 1, false) = (c.resp.front(), c.resp.len(), c.shm_out) {
-        // A lone ACK on a stream: it rides in front of our next request,
-        // one system call for both (a ping-pong's answer carries the ACK
-        // of what it answers).
-        let mut a = Hdr::new(Op::Ack);
-        a.a = n;
-        if let Some(w) = take_request(c) {
-            c.resp.clear();
-            a.encode(&mut c.out.pre);
-            c.out.pre_len = HDR;
-            return request_frame(c, &w);
-        }
-    }
-    if let Some(r) = c.resp.pop_front() {
-        match r {
-            Resp::Ack(n) => {
-                h.op = Op::Ack as u8;
-                h.a = n;
-            }
-            Resp::Read { addr, len } => {
-                h.op = Op::ReadResp as u8;
-                h.len = len as u32;
-                if len > 0 {
-                    c.out.segs.push((addr, len));
-                }
-            }
-            Resp::Atomic(v) => {
-                h.op = Op::AtomicResp as u8;
-                h.a = v;
-            }
-            Resp::ReadPlaced(n) => {
-                h.op = Op::ReadResp as u8;
-                h.flags = F_CMA;
-                h.a = n;
-            }
-            Resp::Nak(s) => {
-                h.op = Op::Nak as u8;
-                h.status = s;
-            }
-        }
-    } else {
-        let Some(w) = take_request(c) else { return false };
-        return request_frame(c, &w);
-    }
-    h.encode(&mut c.out.hdr);
-    c.out.total = HDR as u64 + h.len as u64;
-    c.out.pos = 0;
-    c.out.active = true;
-    true
-}
-
-/// The next request of the stream's QP, if it is bound and running, its
-/// local segments in `c.out.segs`. (Fields, not `live_qp`: the QP is only
-/// borrowed while the segments are written, no reference count is taken.)
-fn take_request(c: &mut Conn) -> Option<Wqe> {
-    let q = c.qp.as_ref()?;
-    if q.epoch.load(Ordering::Acquire) != c.epoch || !q.is(RTS) {
-        return None;
-    }
-    q.next_request(&mut c.out.segs)
-}
-
-/// Sets up the frame of a request taken from the send queue (its local
-/// segments in `c.out.segs`), after an ACK in `c.out.pre` if there is one.
-fn request_frame(c: &mut Conn, w: &Wqe) -> bool {
-    let mut h = request_header(w);
-    {
-        if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= tune::cma_min() {
-            // By reference: the target pulls (or pushes) the bytes itself.
-            c.cma_list.clear();
-            for &(a, l) in &c.out.segs {
-                c.cma_list.extend_from_slice(&a.to_le_bytes());
-                c.cma_list.extend_from_slice(&l.to_le_bytes());
-            }
-            c.out.segs.clear();
-            c.out.segs.push((c.cma_list.as_ptr() as u64, c.cma_list.len() as u64));
-            h.flags |= F_CMA;
-            h.a = w.len;
-            h.len = c.cma_list.len() as u32;
-        } else if !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) {
-            c.out.segs.clear();
-        }
-    }
-    h.encode(&mut c.out.hdr);
-    c.out.total = (c.out.pre_len + HDR) as u64 + h.len as u64;
-    c.out.pos = 0;
-    c.out.active = true;
-    true
-}
-
-/// Appends the on-node offer to a handshake frame (F_SHM, longer payload).
-fn add_trailer(frame: &mut Vec<u8>, tr: &[u8]) {
-    if frame.len() < HDR {
-        return;
-    }
-    let mut h = Hdr::decode(&frame[..HDR]);
-    h.flags |= F_SHM;
-    h.len += tr.len() as u32;
-    let mut head = [0u8; HDR];
-    h.encode(&mut head);
-    frame[..HDR].copy_from_slice(&head);
-    frame.extend_from_slice(tr);
-}
-
-fn request_header(w: &Wqe) -> Hdr {
-    let mut h = Hdr::default();
-    let sol = if w.solicited { F_SOLICITED } else { 0 };
-    match w.op {
-        WOp::Send => {
-            h.op = Op::Send as u8;
-            h.flags = sol;
-            h.len = w.len as u32;
-        }
-        WOp::Write => {
-            h.op = Op::Write as u8;
-            h.len = w.len as u32;
-        }
-        WOp::WriteImm => {
-            h.op = Op::WriteImm as u8;
-            h.flags = F_IMM | sol;
-            h.imm = w.imm;
-            h.len = w.len as u32;
-        }
-        WOp::Read => {
-            h.op = Op::ReadReq as u8;
-            h.a = w.len;
-        }
-        WOp::CmpSwap => {
-            h.op = Op::CmpSwap as u8;
-            h.a = w.cmp;
-            h.b = w.swap;
-        }
-        WOp::FetchAdd => {
-            h.op = Op::FetchAdd as u8;
-            h.a = w.cmp;
-        }
-        WOp::Window => {}
-    }
-    if w.op != WOp::Send {
-        h.rkey = w.rkey;
-        h.addr = w.raddr;
-    }
-    h
-}
-
-/// Writes what it can of the current frame. true: the frame is out.
-fn send_frame(c: &mut Conn) -> Result<bool, End> {
-    // Not zeroed: only the first `k` are set and read (a zeroed array of
-    // 35 cost every frame a 560-byte memset).
-    let mut iov = [const { std::mem::MaybeUninit::<libc::iovec>::uninit() }; super::device::MAX_SGE + 3];
-    let mut k = 0;
-    let pos = c.out.pos;
-    if let Some(f) = &c.out.ctl {
-        iov[0].write(libc::iovec { iov_base: f[pos as usize..].as_ptr() as *mut libc::c_void, iov_len: f.len() - pos as usize });
-        k = 1;
-    } else {
-        let mut skip = pos;
-        let pre = c.out.pre_len as u64;
-        if skip < pre {
-            iov[0].write(libc::iovec { iov_base: c.out.pre[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: (pre - skip) as usize });
-            k = 1;
-            skip = 0;
-        } else {
-            skip -= pre;
-        }
-        if skip < HDR as u64 {
-            iov[k].write(libc::iovec { iov_base: c.out.hdr[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: HDR - skip as usize });
-            k += 1;
-            skip = 0;
-        } else {
-            skip -= HDR as u64;
-        }
-        for &(a, l) in &c.out.segs {
-            if skip >= l {
-                skip -= l;
-                continue;
-            }
-            iov[k].write(libc::iovec { iov_base: (a + skip) as *mut libc::c_void, iov_len: (l - skip) as usize });
-            skip = 0;
-            k += 1;
-        }
-    }
-    // SAFETY: iov[..k] were written above.
-    let iov = unsafe { std::slice::from_raw_parts(iov.as_ptr() as *const libc::iovec, k) };
-    if k == 0 {
-        c.out.active = false;
-        return Ok(true);
-    }
-    if c.shm_out {
-        let Some(m) = &c.shm else { return Err(End::Protocol) };
-        let mut n = 0u64;
-        for v in iov {
-            // SAFETY: as for sendmsg below: our header, or local segments
-            // checked against their keys.
-            let put = unsafe { m.tx.push(v.iov_base as *const u8, v.iov_len) };
-            n += put as u64;
-            if put < v.iov_len {
-                break;
-            }
-        }
-        if n > 0 {
-            match m.tx.bell() {
-                // The thread has no later pass to look again from: it rings.
-                shm::Bell::Ring => shm::ring_bell(c.fd),
-                shm::Bell::Skipped if on_progress_thread() => shm::ring_bell(c.fd),
-                shm::Bell::Skipped if c.skipped_at == 0 => {
-                    c.skipped_at = shm::now_ns();
-                    c.skipped_head = m.tx.head();
-                }
-                shm::Bell::Skipped => c.skipped_head = m.tx.head(),
-                shm::Bell::No => {}
-            }
-        }
-        c.out.pos += n;
-        if c.out.pos >= c.out.total {
-            c.out.active = false;
-            c.out.ctl = None;
-            return Ok(true);
-        }
-        return Ok(false);
-    }
-    // SAFETY: all-zero msghdr, then iovecs over our header and local
-    // segments checked against their keys; they outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = k;
-    // SAFETY: sending on our socket; MSG_NOSIGNAL so a dead peer is an error, not SIGPIPE.
-    let n = unsafe { libc::sendmsg(c.fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return match errno() {
-            libc::EAGAIN | libc::EINTR => Ok(false),
-            e => Err(End::Lost(e)),
-        };
-    }
-    c.out.pos += n as u64;
-    if c.out.pos >= c.out.total {
-        c.out.active = false;
-        c.out.ctl = None;
-        return Ok(true);
-    }
-    Ok(false)
 }
 
 #[allow(dead_code)]

@@ -1,0 +1,226 @@
+//! A connection's input: bytes from its stream or ring into its buffer
+//! (`fill`), payloads from there to where they go (`take_payload`), and
+//! the checks and refusals of the peer's requests that need no engine.
+
+use super::conn::{Conn, Dest, End, INBUF, InState, Resp, Then, errno};
+use super::keys;
+use super::qp::QpInner;
+use super::shm;
+use super::tail;
+use super::wire::{F_IMM, F_SOLICITED, HDR, Hdr, Nak, Op};
+use std::sync::Arc;
+
+pub(super) fn remote_ok(qp: &QpInner, rkey: u32, addr: u64, len: u64, need: u32) -> bool {
+    keys::lookup_remote(rkey).is_some_and(|r| (r.qp == 0 || r.qp == qp.num) && r.allows(addr, len, need, qp.pd))
+}
+
+/// A by-reference RDMA request (on-node, cross-memory attach): the rkey is
+/// checked for the data's length (`a`) here; the payload is the
+/// initiator's segment list, and the bytes move once it has arrived.
+pub(super) fn by_reference(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr) -> Result<(), End> {
+    let len = h.len as u64;
+    if !c.cma_in || len % 16 != 0 || len > 16 * super::device::MAX_SGE as u64 || h.a > super::device::MAX_MSG as u64 {
+        return Err(End::Protocol);
+    }
+    let need = if op == Op::ReadReq { keys::REMOTE_READ } else { keys::REMOTE_WRITE };
+    if !remote_ok(qp, h.rkey, h.addr, h.a, need) {
+        return refuse(c, len, Nak::RemoteAccess);
+    }
+    let then = match op {
+        Op::ReadReq => Then::Push { addr: h.addr, len: h.a },
+        Op::WriteImm => {
+            if !qp.take_recv(&mut c.wqe) {
+                c.inp = InState::Stalled(h);
+                return Ok(());
+            }
+            let imm = (h.flags & F_IMM != 0).then_some(h.imm);
+            Then::Pull { addr: h.addr, len: h.a, recv: Some((c.wqe.wr_id, imm, h.flags & F_SOLICITED != 0)) }
+        }
+        _ => Then::Pull { addr: h.addr, len: h.a, recv: None },
+    };
+    c.pdata.clear();
+    c.set_payload(len, Dest::Pdata, then);
+    Ok(())
+}
+
+/// The destination of an inline RDMA write of `len` bytes at `addr`
+/// (checked): all but its last bytes in place, those into the side buffer,
+/// stored by `finish_payload` once the rest is in (see `tail`).
+pub(super) fn write_segs(c: &mut Conn, addr: u64, len: u64) {
+    c.segs.clear();
+    let k = tail::held(len);
+    if len > k as u64 {
+        c.segs.push((addr, len - k as u64));
+    }
+    if k > 0 {
+        c.segs.push((c.held.as_mut_ptr() as u64, k as u64));
+        c.tail_to = addr + len - k as u64;
+        c.held_len = k;
+    }
+}
+
+/// Refuses the peer's request: a NAK, its payload dropped, and every later
+/// request of the peer dropped too (its QP fails on the NAK).
+pub(super) fn refuse(c: &mut Conn, len: u64, why: Nak) -> Result<(), End> {
+    c.resp.push_back(Resp::Nak(why as u8));
+    c.refused = true;
+    c.set_payload(len, Dest::Discard, Then::Nothing);
+    Ok(())
+}
+
+/// Copies `bytes` over the segments, in order.
+pub(super) fn scatter(segs: &[(u64, u64)], bytes: &[u8]) {
+    let mut off = 0usize;
+    for &(a, l) in segs {
+        if off >= bytes.len() {
+            break;
+        }
+        let n = (l as usize).min(bytes.len() - off);
+        // SAFETY: a local segment whose lkey was checked for local write at post.
+        unsafe { std::ptr::copy_nonoverlapping(bytes[off..].as_ptr(), a as *mut u8, n) };
+        off += n;
+    }
+}
+
+/// Reads more of the stream into the connection's buffer. false: nothing now.
+pub(super) fn fill(c: &mut Conn) -> Result<bool, End> {
+    if c.start == c.end {
+        c.start = 0;
+        c.end = 0;
+    } else if c.start > 0 && c.buf.len() - c.end < HDR {
+        c.buf.copy_within(c.start..c.end, 0);
+        c.end -= c.start;
+        c.start = 0;
+    }
+    let room = c.buf.len() - c.end;
+    if c.shm_in {
+        let Some(m) = &c.shm else { return Ok(false) };
+        // SAFETY: the free tail of our own buffer, `room` bytes.
+        let n = unsafe { m.rx.pop(c.buf[c.end..].as_mut_ptr(), room) };
+        if n > 0 && m.rx.must_ring_producer() {
+            shm::ring_bell(c.fd);
+        }
+        c.end += n;
+        return Ok(n > 0);
+    }
+    if c.dry {
+        // The last read came short: the socket is empty, and epoll says
+        // when it is not (one system call saved per message).
+        return Ok(false);
+    }
+    // SAFETY: reading into the free tail of our own buffer.
+    let n = unsafe { libc::read(c.fd, c.buf[c.end..].as_mut_ptr() as *mut libc::c_void, room) };
+    if n > 0 {
+        c.end += n as usize;
+        c.dry = (n as usize) < room;
+        return Ok(true);
+    }
+    if n == 0 {
+        return Err(End::Lost(0));
+    }
+    match errno() {
+        libc::EAGAIN | libc::EINTR => Ok(false),
+        e => Err(End::Lost(e)),
+    }
+}
+
+/// Moves payload bytes to where they go: from the buffer, or for a large
+/// remainder straight from the socket. false: nothing available now.
+pub(super) fn take_payload(c: &mut Conn) -> Result<bool, End> {
+    let InState::Payload { left, ref dest, .. } = c.inp else { return Ok(false) };
+    let buffered = (c.end - c.start) as u64;
+    if buffered > 0 {
+        let n = buffered.min(left);
+        let from = c.start;
+        match dest {
+            Dest::Discard => {}
+            Dest::Pdata => c.pdata.extend_from_slice(&c.buf[from..from + n as usize]),
+            Dest::Segs => {
+                let mut done = 0u64;
+                while done < n && c.seg < c.segs.len() {
+                    let (a, l) = c.segs[c.seg];
+                    let k = (l - c.seg_off).min(n - done);
+                    // SAFETY: a destination checked against its key (local or
+                    // remote write rights, and range) when the frame arrived.
+                    unsafe { std::ptr::copy_nonoverlapping(c.buf[from + done as usize..].as_ptr(), (a + c.seg_off) as *mut u8, k as usize) };
+                    done += k;
+                    c.seg_off += k;
+                    if c.seg_off == l {
+                        c.seg += 1;
+                        c.seg_off = 0;
+                    }
+                }
+            }
+        }
+        c.start += n as usize;
+        if let InState::Payload { left, .. } = &mut c.inp {
+            *left -= n;
+        }
+        return Ok(true);
+    }
+    if c.shm_in && matches!(dest, Dest::Segs) && c.seg < c.segs.len() {
+        // Straight from the ring into the destination (checked as below).
+        let Some(m) = &c.shm else { return Ok(false) };
+        let (a, l) = c.segs[c.seg];
+        let want = (l - c.seg_off).min(left) as usize;
+        // SAFETY: a destination checked against its key when the frame arrived.
+        let n = unsafe { m.rx.pop((a + c.seg_off) as *mut u8, want) } as u64;
+        if n == 0 {
+            return Ok(false);
+        }
+        if m.rx.must_ring_producer() {
+            shm::ring_bell(c.fd);
+        }
+        if let InState::Payload { left, .. } = &mut c.inp {
+            *left -= n;
+        }
+        c.seg_off += n;
+        if c.seg_off == l {
+            c.seg += 1;
+            c.seg_off = 0;
+        }
+        return Ok(true);
+    }
+    if left >= (INBUF / 4) as u64 && matches!(dest, Dest::Segs) && !c.shm_in {
+        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 8];
+        let mut k = 0;
+        let mut want = left;
+        let (mut s, mut off) = (c.seg, c.seg_off);
+        while k < iov.len() && want > 0 && s < c.segs.len() {
+            let (a, l) = c.segs[s];
+            let n = (l - off).min(want);
+            iov[k] = libc::iovec { iov_base: (a + off) as *mut libc::c_void, iov_len: n as usize };
+            k += 1;
+            want -= n;
+            s += 1;
+            off = 0;
+        }
+        // SAFETY: readv into destinations checked as above.
+        let n = unsafe { libc::readv(c.fd, iov.as_ptr(), k as i32) };
+        if n > 0 {
+            let mut n = n as u64;
+            if let InState::Payload { left, .. } = &mut c.inp {
+                *left -= n;
+            }
+            while n > 0 {
+                let (_, l) = c.segs[c.seg];
+                let k = (l - c.seg_off).min(n);
+                c.seg_off += k;
+                n -= k;
+                if c.seg_off == l {
+                    c.seg += 1;
+                    c.seg_off = 0;
+                }
+            }
+            return Ok(true);
+        }
+        if n == 0 {
+            return Err(End::Lost(0));
+        }
+        return match errno() {
+            libc::EAGAIN | libc::EINTR => Ok(false),
+            e => Err(End::Lost(e)),
+        };
+    }
+    fill(c)
+}

@@ -1,0 +1,258 @@
+//! A connection's output: which frame goes next (handshake frames, then
+//! responses in the order of the requests, then our QP's requests), its
+//! header, and writing it to the stream or the peer's ring.
+
+use super::conn::{Conn, End, Phase, Resp, errno};
+use super::role::on_progress_thread;
+use super::shm;
+use super::tune;
+use super::qp::{WOp, Wqe};
+use super::wire::{F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, Op};
+
+/// Picks the next frame to send. false: nothing to send.
+pub(super) fn next_frame(c: &mut Conn) -> bool {
+    if let Some(f) = c.ctl.pop_front() {
+        c.out.total = f.len() as u64;
+        c.out.ctl = Some(f);
+        c.out.pos = 0;
+        c.out.active = true;
+        return true;
+    }
+    if c.phase != Phase::Open || c.disc_sent {
+        return false;
+    }
+    c.out.ctl = None;
+    c.out.segs.clear();
+    c.out.pre_len = 0;
+    let mut h = Hdr::default();
+    if let (Some(&Resp::Ack(n)), 1, false) = (c.resp.front(), c.resp.len(), c.shm_out) {
+        // A lone ACK on a stream: it rides in front of our next request,
+        // one system call for both (a ping-pong's answer carries the ACK
+        // of what it answers).
+        let mut a = Hdr::new(Op::Ack);
+        a.a = n;
+        if let Some(w) = c.take_request() {
+            c.resp.clear();
+            a.encode(&mut c.out.pre);
+            c.out.pre_len = HDR;
+            return request_frame(c, &w);
+        }
+    }
+    if let Some(r) = c.resp.pop_front() {
+        match r {
+            Resp::Ack(n) => {
+                h.op = Op::Ack as u8;
+                h.a = n;
+            }
+            Resp::Read { addr, len } => {
+                h.op = Op::ReadResp as u8;
+                h.len = len as u32;
+                if len > 0 {
+                    c.out.segs.push((addr, len));
+                }
+            }
+            Resp::Atomic(v) => {
+                h.op = Op::AtomicResp as u8;
+                h.a = v;
+            }
+            Resp::ReadPlaced(n) => {
+                h.op = Op::ReadResp as u8;
+                h.flags = F_CMA;
+                h.a = n;
+            }
+            Resp::Nak(s) => {
+                h.op = Op::Nak as u8;
+                h.status = s;
+            }
+        }
+    } else {
+        let Some(w) = c.take_request() else { return false };
+        return request_frame(c, &w);
+    }
+    h.encode(&mut c.out.hdr);
+    c.out.total = HDR as u64 + h.len as u64;
+    c.out.pos = 0;
+    c.out.active = true;
+    true
+}
+
+/// Sets up the frame of a request taken from the send queue (its local
+/// segments in `c.out.segs`), after an ACK in `c.out.pre` if there is one.
+pub(super) fn request_frame(c: &mut Conn, w: &Wqe) -> bool {
+    let mut h = request_header(w);
+    {
+        if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= tune::cma_min() {
+            // By reference: the target pulls (or pushes) the bytes itself.
+            c.cma_list.clear();
+            for &(a, l) in &c.out.segs {
+                c.cma_list.extend_from_slice(&a.to_le_bytes());
+                c.cma_list.extend_from_slice(&l.to_le_bytes());
+            }
+            c.out.segs.clear();
+            c.out.segs.push((c.cma_list.as_ptr() as u64, c.cma_list.len() as u64));
+            h.flags |= F_CMA;
+            h.a = w.len;
+            h.len = c.cma_list.len() as u32;
+        } else if !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) {
+            c.out.segs.clear();
+        }
+    }
+    h.encode(&mut c.out.hdr);
+    c.out.total = (c.out.pre_len + HDR) as u64 + h.len as u64;
+    c.out.pos = 0;
+    c.out.active = true;
+    true
+}
+
+/// Appends the on-node offer to a handshake frame (F_SHM, longer payload).
+pub(super) fn add_trailer(frame: &mut Vec<u8>, tr: &[u8]) {
+    if frame.len() < HDR {
+        return;
+    }
+    let mut h = Hdr::decode(&frame[..HDR]);
+    h.flags |= F_SHM;
+    h.len += tr.len() as u32;
+    let mut head = [0u8; HDR];
+    h.encode(&mut head);
+    frame[..HDR].copy_from_slice(&head);
+    frame.extend_from_slice(tr);
+}
+
+pub(super) fn request_header(w: &Wqe) -> Hdr {
+    let mut h = Hdr::default();
+    let sol = if w.solicited { F_SOLICITED } else { 0 };
+    match w.op {
+        WOp::Send => {
+            h.op = Op::Send as u8;
+            h.flags = sol;
+            h.len = w.len as u32;
+        }
+        WOp::Write => {
+            h.op = Op::Write as u8;
+            h.len = w.len as u32;
+        }
+        WOp::WriteImm => {
+            h.op = Op::WriteImm as u8;
+            h.flags = F_IMM | sol;
+            h.imm = w.imm;
+            h.len = w.len as u32;
+        }
+        WOp::Read => {
+            h.op = Op::ReadReq as u8;
+            h.a = w.len;
+        }
+        WOp::CmpSwap => {
+            h.op = Op::CmpSwap as u8;
+            h.a = w.cmp;
+            h.b = w.swap;
+        }
+        WOp::FetchAdd => {
+            h.op = Op::FetchAdd as u8;
+            h.a = w.cmp;
+        }
+        WOp::Window => {}
+    }
+    if w.op != WOp::Send {
+        h.rkey = w.rkey;
+        h.addr = w.raddr;
+    }
+    h
+}
+
+/// Writes what it can of the current frame. true: the frame is out.
+pub(super) fn send_frame(c: &mut Conn) -> Result<bool, End> {
+    // Not zeroed: only the first `k` are set and read (a zeroed array of
+    // 35 cost every frame a 560-byte memset).
+    let mut iov = [const { std::mem::MaybeUninit::<libc::iovec>::uninit() }; super::device::MAX_SGE + 3];
+    let mut k = 0;
+    let pos = c.out.pos;
+    if let Some(f) = &c.out.ctl {
+        iov[0].write(libc::iovec { iov_base: f[pos as usize..].as_ptr() as *mut libc::c_void, iov_len: f.len() - pos as usize });
+        k = 1;
+    } else {
+        let mut skip = pos;
+        let pre = c.out.pre_len as u64;
+        if skip < pre {
+            iov[0].write(libc::iovec { iov_base: c.out.pre[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: (pre - skip) as usize });
+            k = 1;
+            skip = 0;
+        } else {
+            skip -= pre;
+        }
+        if skip < HDR as u64 {
+            iov[k].write(libc::iovec { iov_base: c.out.hdr[skip as usize..].as_ptr() as *mut libc::c_void, iov_len: HDR - skip as usize });
+            k += 1;
+            skip = 0;
+        } else {
+            skip -= HDR as u64;
+        }
+        for &(a, l) in &c.out.segs {
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            iov[k].write(libc::iovec { iov_base: (a + skip) as *mut libc::c_void, iov_len: (l - skip) as usize });
+            skip = 0;
+            k += 1;
+        }
+    }
+    // SAFETY: iov[..k] were written above.
+    let iov = unsafe { std::slice::from_raw_parts(iov.as_ptr() as *const libc::iovec, k) };
+    if k == 0 {
+        c.out.active = false;
+        return Ok(true);
+    }
+    if c.shm_out {
+        let Some(m) = &c.shm else { return Err(End::Protocol) };
+        let mut n = 0u64;
+        for v in iov {
+            // SAFETY: as for sendmsg below: our header, or local segments
+            // checked against their keys.
+            let put = unsafe { m.tx.push(v.iov_base as *const u8, v.iov_len) };
+            n += put as u64;
+            if put < v.iov_len {
+                break;
+            }
+        }
+        if n > 0 {
+            match m.tx.bell() {
+                // The thread has no later pass to look again from: it rings.
+                shm::Bell::Ring => shm::ring_bell(c.fd),
+                shm::Bell::Skipped if on_progress_thread() => shm::ring_bell(c.fd),
+                shm::Bell::Skipped if c.skipped_at == 0 => {
+                    c.skipped_at = shm::now_ns();
+                    c.skipped_head = m.tx.head();
+                }
+                shm::Bell::Skipped => c.skipped_head = m.tx.head(),
+                shm::Bell::No => {}
+            }
+        }
+        c.out.pos += n;
+        if c.out.pos >= c.out.total {
+            c.out.active = false;
+            c.out.ctl = None;
+            return Ok(true);
+        }
+        return Ok(false);
+    }
+    // SAFETY: all-zero msghdr, then iovecs over our header and local
+    // segments checked against their keys; they outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = k;
+    // SAFETY: sending on our socket; MSG_NOSIGNAL so a dead peer is an error, not SIGPIPE.
+    let n = unsafe { libc::sendmsg(c.fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return match errno() {
+            libc::EAGAIN | libc::EINTR => Ok(false),
+            e => Err(End::Lost(e)),
+        };
+    }
+    c.out.pos += n as u64;
+    if c.out.pos >= c.out.total {
+        c.out.active = false;
+        c.out.ctl = None;
+        return Ok(true);
+    }
+    Ok(false)
+}
