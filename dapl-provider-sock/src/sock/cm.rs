@@ -12,7 +12,8 @@
 //! handlers, so a handler that blocks never stalls the data path.
 
 use super::Sock;
-use super::device::{Shared, drain, eventfd, lock, signal};
+use super::device::{Shared, lock};
+use super::eventfd::{drain, eventfd, signal};
 use super::progress::Cmd;
 use super::ud::Path;
 use super::wire::{F_CONSUMER, F_DATAGRAM, Hdr, MAGIC, Op};

@@ -3,7 +3,8 @@
 //! consumer's poll reads directly, and an eventfd that turns readable when
 //! the queue is armed and a completion arrives.
 
-use super::device::{Shared, drain, eventfd, lock, signal};
+use super::device::{Shared, lock};
+use super::eventfd::{drain, eventfd, signal};
 use super::tune;
 use dapl_core::backend::{AsyncEvent, Completion, CqOps};
 use dat_abi::*;

@@ -6,6 +6,7 @@
 
 use super::Sock;
 use super::cm::{self, Events, Id};
+use super::eventfd::{Doorbell, eventfd, signal};
 use super::progress::{self, Cmd};
 use dapl_core::backend::{AsyncEvent, AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
 use dat_abi::status::error;
@@ -27,24 +28,6 @@ pub const UD_MTU: u32 = 4096;
 
 pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-pub fn eventfd() -> io::Result<i32> {
-    // SAFETY: plain syscall; checked.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 { Err(io::Error::last_os_error()) } else { Ok(fd) }
-}
-
-pub fn signal(fd: i32) {
-    let one: u64 = 1;
-    // SAFETY: 8 bytes to an eventfd; a full counter only means it is already signalled.
-    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
-}
-
-pub fn drain(fd: i32) {
-    let mut v: u64 = 0;
-    // SAFETY: 8 bytes from a non-blocking eventfd.
-    unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
 }
 
 /// The IA's socket engine as a consumer's thread reaches it: a post or an
@@ -78,7 +61,7 @@ pub struct Shared {
     /// The IA address, port 0.
     pub addr: libc::sockaddr_in,
     /// The progress thread's doorbell.
-    pub bell: i32,
+    pub bell: Doorbell,
     pub cmds: Mutex<VecDeque<Cmd>>,
     /// Connection and async events for the event thread, and its doorbell.
     pub events: Mutex<VecDeque<cm::Ev>>,
@@ -101,7 +84,7 @@ impl Shared {
     /// Wakes the progress thread: new work on some queue.
     #[inline]
     pub fn kick(&self) {
-        signal(self.bell);
+        self.bell.ring();
     }
 
     pub fn command(&self, c: Cmd) {
@@ -164,11 +147,8 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // SAFETY: our eventfds, closed once.
-        unsafe {
-            libc::close(self.bell);
-            libc::close(self.ev_fd);
-        }
+        // SAFETY: our eventfd, closed once (the doorbell closes its own).
+        unsafe { libc::close(self.ev_fd) };
     }
 }
 
@@ -306,7 +286,7 @@ impl Device {
         };
         let shared = Arc::new(Shared {
             addr: sin,
-            bell: eventfd().map_err(fail)?,
+            bell: Doorbell::new().map_err(fail)?,
             cmds: Mutex::new(VecDeque::new()),
             events: Mutex::new(VecDeque::new()),
             ev_fd: eventfd().map_err(fail)?,

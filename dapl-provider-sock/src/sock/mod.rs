@@ -35,6 +35,7 @@ pub mod cm;
 pub mod conn;
 pub mod cq;
 pub mod device;
+pub mod eventfd;
 pub mod hash;
 pub mod inbound;
 pub mod keys;

@@ -36,7 +36,7 @@
 
 use super::cm::{self, Ev, IdInfo, IdState};
 use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
-use super::device::{Engine, Shared, drain, lock};
+use super::device::{Engine, Shared, lock};
 use super::inbound::{by_reference, fill, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
 use super::outbound::{add_trailer, next_frame, send_frame};
@@ -102,10 +102,10 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     }
     let mut p = Progress::new(shared.clone(), epfd);
     p.epq = epq;
-    p.watch(p.shared.bell, BELL, libc::EPOLLIN as u32);
+    p.watch(p.shared.bell.fd(), BELL, libc::EPOLLIN as u32);
     let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: BELL };
     // SAFETY: the doorbell in the quiet set too.
-    unsafe { libc::epoll_ctl(epq, libc::EPOLL_CTL_ADD, p.shared.bell, &mut ev) };
+    unsafe { libc::epoll_ctl(epq, libc::EPOLL_CTL_ADD, p.shared.bell.fd(), &mut ev) };
     *lock(&shared.engine) = Some(Box::new(p));
     let r = std::thread::Builder::new().name("daplsock-progress".into()).spawn({
         let shared = shared.clone();
@@ -171,10 +171,15 @@ struct Progress {
     /// Connections whose input stopped on its budget with frames still
     /// buffered: no event will come for those bytes, so they go again.
     again: Vec<u64>,
-    /// Consumer passes run, and how many the thread had seen when it last
-    /// decided how to sleep (`sleep_plan`).
+    /// Consumer passes and posts run, and how many the thread had seen
+    /// when it last decided how to sleep (`sleep_plan`).
     passes: u64,
     seen_passes: u64,
+    /// A consumer polled since one last went to sleep (`quiet`): its posts
+    /// count as passes. A consumer that waits does not poll, and its posts
+    /// must not put the thread on the quiet set, which its next sleep
+    /// would have to wake it from.
+    poller: bool,
     /// A consumer pass's list of connections to serve (kept, not reallocated).
     pass_list: Vec<u64>,
     pass_events: Vec<libc::epoll_event>,
@@ -215,6 +220,7 @@ impl Progress {
             again: Vec::new(),
             passes: 0,
             seen_passes: 0,
+            poller: false,
             pass_list: Vec::new(),
             pass_events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
             in_pass: false,
@@ -286,7 +292,7 @@ impl Progress {
         for ev in events {
             let (token, what) = (ev.u64, ev.events);
             if token == BELL {
-                drain(self.shared.bell);
+                self.shared.bell.answer();
                 bell = true;
                 continue;
             }
@@ -309,6 +315,11 @@ impl Progress {
         // The plan below sees every deadline.
         self.timers_changed = false;
         let quiet = self.shared.quiet.swap(false, Ordering::SeqCst);
+        if quiet {
+            // A consumer went to sleep while the engine was busy (its
+            // `quiet` did not run).
+            self.poller = false;
+        }
         let polling = !quiet && self.passes != self.seen_passes;
         self.seen_passes = self.passes;
         if !polling {
@@ -1423,6 +1434,7 @@ impl Engine for Progress {
     fn consumer_pass(&mut self, polling: bool) -> bool {
         if polling {
             self.passes = self.passes.wrapping_add(1);
+            self.poller = true;
         }
         let frames = self.frames;
         self.flush_acks();
@@ -1491,13 +1503,29 @@ impl Engine for Progress {
     fn drive(&mut self, token: u64, retry_stall: bool) {
         // A TCP stream's input waits for epoll, unless bytes already read
         // (a message held for a receive) are what the post lets go on.
-        let read = self.conns.get(&token).is_some_and(|c| c.shm_in || retry_stall || c.end > c.start);
+        // A polling consumer's post reads its ring as a pass does. One
+        // that posts and reaps without ever finding its queue empty makes
+        // no pass; unless its posts count too, its thread takes it for gone
+        // and asks the peer to ring at every write, and the peer's thread
+        // the same of it: a doorbell, a wakeup and a contended engine lock
+        // per message each way (msg_rate: 2 of every 3 frames).
+        let poller = self.poller;
+        let read = self.conns.get(&token).is_some_and(|c| {
+            if let (true, true, Some(m)) = (poller, c.shm_in, &c.shm) {
+                m.rx.polled(shm::now_ns());
+            }
+            c.shm_in || retry_stall || c.end > c.start
+        });
+        if poller {
+            self.passes = self.passes.wrapping_add(1);
+        }
         self.guarded(token, |p| p.pump(token, retry_stall, read));
         self.hand_back();
     }
 
     fn quiet(&mut self) {
         self.seen_passes = self.passes;
+        self.poller = false;
         self.flush_acks();
         // This consumer stops looking for answers: doorbells it skipped
         // and that are still unread go now.

@@ -98,6 +98,9 @@ pub struct Wqe {
 /// started (transmitted or run), [sent, head) wait for the progress thread.
 pub struct SendQueue {
     cap: usize,
+    /// Slots are a power of two (at least `cap`): a slot is an AND, not a
+    /// division, several times per message.
+    mask: u64,
     nsge: usize,
     pub head: u64,
     pub sent: u64,
@@ -110,12 +113,13 @@ pub struct SendQueue {
 
 impl SendQueue {
     fn new(cap: usize, nsge: usize) -> SendQueue {
-        SendQueue { cap, nsge, head: 0, sent: 0, done: 0, wqes: vec![Wqe::default(); cap], sges: vec![Sge::default(); cap * nsge], halted: false }
+        let slots = cap.max(1).next_power_of_two();
+        SendQueue { cap, mask: slots as u64 - 1, nsge, head: 0, sent: 0, done: 0, wqes: vec![Wqe::default(); slots], sges: vec![Sge::default(); slots * nsge], halted: false }
     }
 
     #[inline]
     fn slot(&self, i: u64) -> usize {
-        (i % self.cap as u64) as usize
+        (i & self.mask) as usize
     }
 
     pub fn wqe(&self, i: u64) -> &Wqe {
@@ -669,5 +673,25 @@ impl QpOps<Sock> for Qp {
         q.state.store(RTS, Ordering::Release);
         q.shared.command(Cmd::Bind { id: id.key(), qp: q.clone(), epoch: q.epoch.load(Ordering::Acquire) });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_queue_of_five_takes_five_and_keeps_each_slot_across_its_wrap() {
+        // 5 asked for, 8 slots allocated: the 6th post must still be refused.
+        let mut q = SendQueue::new(5, 2);
+        for round in 0..40u64 {
+            while q.push(Wqe { wr_id: q.head, ..Default::default() }, &[Sge { addr: q.head, len: 1, key: 3 }]).is_ok() {}
+            assert_eq!(q.head - q.done, 5, "round {round}");
+            for i in q.done..q.head {
+                assert_eq!((q.wqe(i).wr_id, q.sges(i).len(), q.sges(i)[0].addr), (i, 1, i));
+            }
+            q.done += 1 + round % 4;
+        }
+        assert_eq!(q.push(Wqe::default(), &[Sge::default(); 3]), Err(libc::EINVAL));
     }
 }

@@ -21,6 +21,8 @@ pub struct RecvWqe {
 /// A ring of posted receives; every slot and its SGEs exist from creation.
 pub struct RecvRing {
     cap: usize,
+    /// Slots are a power of two (at least `cap`), as the send queue's.
+    mask: u64,
     nsge: usize,
     head: u64,
     tail: u64,
@@ -31,7 +33,13 @@ pub struct RecvRing {
 
 impl RecvRing {
     pub fn new(cap: usize, nsge: usize) -> RecvRing {
-        RecvRing { cap, nsge, head: 0, tail: 0, ids: vec![0; cap], counts: vec![0; cap], sges: vec![Sge::default(); cap * nsge] }
+        let slots = cap.max(1).next_power_of_two();
+        RecvRing { cap, mask: slots as u64 - 1, nsge, head: 0, tail: 0, ids: vec![0; slots], counts: vec![0; slots], sges: vec![Sge::default(); slots * nsge] }
+    }
+
+    #[inline]
+    fn slot(&self, i: u64) -> usize {
+        (i & self.mask) as usize
     }
 
     pub fn len(&self) -> usize {
@@ -46,7 +54,7 @@ impl RecvRing {
         if sges.len() > self.nsge {
             return Err(libc::EINVAL);
         }
-        let s = (self.head % self.cap as u64) as usize;
+        let s = self.slot(self.head);
         self.ids[s] = wr_id;
         self.counts[s] = sges.len() as u32;
         self.sges[s * self.nsge..s * self.nsge + sges.len()].copy_from_slice(sges);
@@ -58,7 +66,7 @@ impl RecvRing {
         if self.head == self.tail {
             return false;
         }
-        let s = (self.tail % self.cap as u64) as usize;
+        let s = self.slot(self.tail);
         out.wr_id = self.ids[s];
         out.sges.clear();
         out.sges.extend_from_slice(&self.sges[s * self.nsge..s * self.nsge + self.counts[s] as usize]);
@@ -77,7 +85,7 @@ impl RecvRing {
         }
         let mut r = RecvRing::new(cap, self.nsge);
         for i in self.tail..self.head {
-            let s = (i % self.cap as u64) as usize;
+            let s = self.slot(i);
             let n = self.counts[s] as usize;
             let _ = r.push(self.ids[s], &self.sges[s * self.nsge..s * self.nsge + n]);
         }
@@ -158,5 +166,32 @@ impl SrqOps<Sock> for Srq {
             self.0.shared.post_async(AsyncEvent::SrqLimitReached { context: self.0.context.load(Ordering::Acquire) });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_of_three_holds_three_in_order_across_its_wrap() {
+        // 3 slots asked for, 4 allocated: the 4th must still be refused.
+        let mut r = RecvRing::new(3, 2);
+        let mut out = RecvWqe { wr_id: 0, sges: Vec::new() };
+        let (mut next, mut expect) = (0u64, 0u64);
+        for round in 0..50u64 {
+            while r.push(next, &[Sge { addr: next, len: 1, key: 7 }, Sge { addr: !next, len: 2, key: 7 }]).is_ok() {
+                next += 1;
+            }
+            assert_eq!(r.len(), 3, "round {round}");
+            for _ in 0..1 + round % 3 {
+                assert!(r.pop(&mut out));
+                assert_eq!((out.wr_id, out.sges.len(), out.sges[0].addr, out.sges[1].addr), (expect, 2, expect, !expect));
+                expect += 1;
+            }
+        }
+        let bigger = r.resized(5).unwrap();
+        assert_eq!(bigger.len(), r.len());
+        assert!(r.resized(r.len() - 1).is_none());
     }
 }
