@@ -47,7 +47,7 @@ use super::srq::RecvWqe;
 use super::tail;
 use super::tune;
 use super::ud::{self, Path};
-use super::wire::{self, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
+use super::wire::{F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
 use std::io;
@@ -1577,9 +1577,4 @@ impl Engine for Progress {
 
 fn yes(v: bool) -> &'static str {
     if v { "yes" } else { "no" }
-}
-
-#[allow(dead_code)]
-fn _wire_is_used() -> usize {
-    wire::HDR
 }
