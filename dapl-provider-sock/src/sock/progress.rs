@@ -1508,7 +1508,8 @@ impl Engine for Progress {
         // no pass; unless its posts count too, its thread takes it for gone
         // and asks the peer to ring at every write, and the peer's thread
         // the same of it: a doorbell, a wakeup and a contended engine lock
-        // per message each way (msg_rate: 2 of every 3 frames).
+        // per few messages each way (msg_rate: about one system call per
+        // ten messages).
         let poller = self.poller;
         let read = self.conns.get(&token).is_some_and(|c| {
             if let (true, true, Some(m)) = (poller, c.shm_in, &c.shm) {
