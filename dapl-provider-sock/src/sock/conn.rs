@@ -127,6 +127,8 @@ pub(super) struct Conn {
     pub(super) held_len: usize,
     pub(super) pdata: Vec<u8>,
     pub(super) wqe: RecvWqe,
+    /// The last receive key checked (`keys::KeyCache`).
+    pub(super) keys: super::keys::KeyCache,
     pub(super) scratch: Vec<Sge>,
     /// We refused one of the peer's requests: later ones are dropped.
     pub(super) refused: bool,
@@ -198,6 +200,7 @@ impl Conn {
             held_len: 0,
             pdata: Vec::new(),
             wqe: RecvWqe { wr_id: 0, sges: Vec::with_capacity(super::device::MAX_SGE) },
+            keys: super::keys::KeyCache::default(),
             scratch: Vec::with_capacity(super::device::MAX_SGE),
             refused: false,
             up: false,

@@ -20,7 +20,7 @@
 //! on-node mapping, rings and cross-memory attach), `qp` (queues and
 //! QP states), `srq`, `cq`, `keys` (PD, MR, MW and the key tables), `ud`,
 //! `tail` (the last bytes of a write, placed last and whole), `hash` (the
-//! maps' hasher).
+//! maps' hasher), `slab` (the engine's connections by token).
 //!
 //! On-node path (`shm`): when the handshake finds both ends on one host
 //! (boot id, network namespace, uid), the connection's frames move
@@ -44,6 +44,7 @@ pub mod progress;
 pub mod qp;
 pub mod role;
 pub mod shm;
+pub mod slab;
 pub mod srq;
 pub mod tail;
 pub mod tune;

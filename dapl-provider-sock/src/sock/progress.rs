@@ -43,6 +43,7 @@ use super::outbound::{add_trailer, next_frame, send_frame};
 use super::qp::{QpInner, RTS, WOp};
 use super::role;
 use super::shm::{self, Shm};
+use super::slab::Slab;
 use super::srq::RecvWqe;
 use super::tail;
 use super::tune;
@@ -158,7 +159,9 @@ struct Progress {
     on_quiet_set: bool,
     next: u64,
     listeners: HashMap<u64, (i32, u64)>,
-    conns: HashMap<u64, Conn>,
+    /// Tokens of connections carry bit 63 (`slab`); listeners' and UD
+    /// sockets' count up from 1 (`token`), the doorbell's is 0.
+    conns: Slab<Conn>,
     by_id: HashMap<u64, u64>,
     uds: HashMap<u64, Arc<QpInner>>,
     ud_by_num: HashMap<u32, u64>,
@@ -209,7 +212,7 @@ impl Progress {
             on_quiet_set: false,
             next: 1,
             listeners: HashMap::default(),
-            conns: HashMap::default(),
+            conns: Slab::default(),
             by_id: HashMap::default(),
             uds: HashMap::default(),
             ud_by_num: HashMap::default(),
@@ -232,8 +235,11 @@ impl Progress {
         }
     }
 
+    /// A listener's or UD socket's token; connections take theirs from
+    /// the slab, whose tokens this counter never reaches.
     fn token(&mut self) -> u64 {
         self.next += 1;
+        debug_assert!(!Slab::<Conn>::is_slab_token(self.next));
         self.next
     }
 
@@ -488,7 +494,7 @@ impl Progress {
 
     fn expire(&mut self) {
         let now = Instant::now();
-        let due: Vec<u64> = self.conns.iter().filter(|(_, c)| c.deadline.is_some_and(|d| d <= now)).map(|(t, _)| *t).collect();
+        let due: Vec<u64> = self.conns.iter().filter(|(_, c)| c.deadline.is_some_and(|d| d <= now)).map(|(t, _)| t).collect();
         for t in due {
             if self.conns.get(&t).is_some_and(|c| c.fd < 0 && c.phase == Phase::Connecting) {
                 self.redial(t);
@@ -508,7 +514,7 @@ impl Progress {
                 log::error!("sock progress: panic in a connection command");
             }
         }
-        let tokens: Vec<u64> = self.conns.keys().copied().collect();
+        let tokens: Vec<u64> = self.conns.keys().collect();
         for t in tokens {
             self.guarded(t, |p| p.pump(t, true, true));
         }
@@ -534,7 +540,6 @@ impl Progress {
             }
             Cmd::Connect { id, fd, frame } => {
                 let peer = cm::state_of(id).and_then(|s| lock(&s.info).dst).unwrap_or_else(|| self.shared.addr);
-                let t = self.token();
                 let mut c = Conn::new(fd, id, Phase::Connecting, true, peer);
                 c.datagram = cm::state_of(id).is_some_and(|s| s.datagram);
                 let mut frame = frame;
@@ -555,10 +560,12 @@ impl Progress {
                 if fd < 0 {
                     c.deadline = Some(Instant::now() + c.backoff);
                     self.timers_changed = true;
-                } else {
-                    self.watch(fd, t, c.interest);
                 }
-                self.conns.insert(t, c);
+                let interest = c.interest;
+                let t = self.conns.insert(c);
+                if fd >= 0 {
+                    self.watch(fd, t, interest);
+                }
                 self.by_id.insert(id, t);
                 if cm::state_of(id).is_none() {
                     self.end(t, End::Done);
@@ -738,12 +745,12 @@ impl Progress {
                 return;
             }
             cm::tune(fd);
-            let t = self.token();
             let mut c = Conn::new(fd, 0, Phase::AwaitReq, false, sa);
             c.listen = listen;
             c.interest = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-            self.watch(fd, t, c.interest);
-            self.conns.insert(t, c);
+            let interest = c.interest;
+            let t = self.conns.insert(c);
+            self.watch(fd, t, interest);
         }
     }
 
@@ -1072,7 +1079,7 @@ impl Progress {
                     if g.len == 0 {
                         continue;
                     }
-                    match keys::lookup_local(g.key) {
+                    match c.keys.local(g.key) {
                         Some(r) if r.allows(g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) => c.segs.push((g.addr, g.len as u64)),
                         _ => prot = true,
                     }
@@ -1466,7 +1473,7 @@ impl Engine for Progress {
         let mut look = !self.uds.is_empty();
         if self.conns.len() > self.shm_conns.len() {
             let mut direct = 0;
-            for (&t, c) in &self.conns {
+            for (t, c) in self.conns.iter() {
                 if c.shm_in || c.fd < 0 || c.datagram {
                     continue;
                 }

@@ -109,12 +109,13 @@ pub struct SendQueue {
     sges: Vec<Sge>,
     /// A request failed locally: nothing after it is transmitted.
     halted: bool,
+    keys: keys::KeyCache,
 }
 
 impl SendQueue {
     fn new(cap: usize, nsge: usize) -> SendQueue {
         let slots = cap.max(1).next_power_of_two();
-        SendQueue { cap, mask: slots as u64 - 1, nsge, head: 0, sent: 0, done: 0, wqes: vec![Wqe::default(); slots], sges: vec![Sge::default(); slots * nsge], halted: false }
+        SendQueue { cap, mask: slots as u64 - 1, nsge, head: 0, sent: 0, done: 0, wqes: vec![Wqe::default(); slots], sges: vec![Sge::default(); slots * nsge], halted: false, keys: keys::KeyCache::default() }
     }
 
     #[inline]
@@ -344,15 +345,17 @@ impl QpInner {
             };
             segs.clear();
             let mut ok = true;
+            let mut cache = sq.keys;
             for g in sq.sges(i) {
                 if g.len == 0 {
                     continue;
                 }
-                match keys::lookup_local(g.key) {
+                match cache.local(g.key) {
                     Some(r) if r.allows(g.addr, g.len as u64, need, self.pd) => segs.push((g.addr, g.len as u64)),
                     _ => ok = false,
                 }
             }
+            sq.keys = cache;
             let atomic = matches!(sq.wqes[s].op, WOp::CmpSwap | WOp::FetchAdd);
             if atomic && segs.iter().map(|s| s.1).sum::<u64>() < 8 {
                 ok = false;
