@@ -17,7 +17,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 N=${1:-20}
-lib=$root/target/release
+lib=${INSTR_LIB:-$root/target/release}  # INSTR_LIB: another build, for an A/B
 [ -e "$lib/libdat2.so.2" ] && [ -e "$lib/libdaplsock.so.2" ] || { echo "host.sh: run tools/build.sh first" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "host.sh: valgrind missing" >&2; exit 2; }
 dir=$(mktemp -d /tmp/instr-host.XXXXXX)

@@ -169,6 +169,8 @@ pub(super) struct Conn {
     /// the ring's head then; `overdue` rings if the peer left them unread.
     pub(super) skipped_at: u64,
     pub(super) skipped_head: u64,
+    /// The reader's `tail` when last seen (`overdue`).
+    pub(super) skipped_tail: u64,
     /// A message that found no receive, once a receive was posted for it:
     /// when it is taken (CLOCK_MONOTONIC ns; 0: no such wait).
     pub(super) rnr_due: u64,
@@ -225,6 +227,7 @@ impl Conn {
             dry: false,
             skipped_at: 0,
             skipped_head: 0,
+            skipped_tail: 0,
             rnr_due: 0,
         }
     }

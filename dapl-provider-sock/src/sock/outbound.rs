@@ -222,6 +222,7 @@ pub(super) fn send_frame(c: &mut Conn) -> Result<bool, End> {
                 shm::Bell::Skipped if c.skipped_at == 0 => {
                     c.skipped_at = shm::now_ns();
                     c.skipped_head = m.tx.head();
+                    c.skipped_tail = m.tx.tail();
                 }
                 shm::Bell::Skipped => c.skipped_head = m.tx.head(),
                 shm::Bell::No => {}

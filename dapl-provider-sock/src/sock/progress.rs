@@ -178,6 +178,10 @@ struct Progress {
     /// when it last decided how to sleep (`sleep_plan`).
     passes: u64,
     seen_passes: u64,
+    /// `Shared::reaped` when the thread last planned its sleep, and when
+    /// it last saw a consumer active (CLOCK_MONOTONIC ns).
+    seen_reaped: u64,
+    active_at: u64,
     /// A consumer polled since one last went to sleep (`quiet`): its posts
     /// count as passes. A consumer that waits does not poll, and its posts
     /// must not put the thread on the quiet set, which its next sleep
@@ -223,6 +227,8 @@ impl Progress {
             again: Vec::new(),
             passes: 0,
             seen_passes: 0,
+            seen_reaped: 0,
+            active_at: 0,
             poller: false,
             pass_list: Vec::new(),
             pass_events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
@@ -325,9 +331,21 @@ impl Progress {
             // A consumer went to sleep while the engine was busy (its
             // `quiet` did not run).
             self.poller = false;
+            self.active_at = 0;
         }
-        let polling = !quiet && self.passes != self.seen_passes;
+        // Active: a pass, post or reap since the last plan. Back-to-back
+        // plans (the thread found work and served it without sleeping) give
+        // a consumer pinned beside the thread no chance to be active in
+        // between, so a consumer seen active within the last tick still
+        // counts as polling; one that went quiet never does.
+        let reaped = self.shared.reaped.load(Ordering::Relaxed);
+        let now = shm::now_ns();
+        if self.passes != self.seen_passes || reaped != self.seen_reaped {
+            self.active_at = now;
+        }
+        let polling = !quiet && now.saturating_sub(self.active_at) < TICK_MS as u64 * 1_000_000;
         self.seen_passes = self.passes;
+        self.seen_reaped = reaped;
         if !polling {
             // No tick will come: nothing may stay held.
             self.flush_acks();
@@ -345,16 +363,25 @@ impl Progress {
     /// Before a tick's sleep while consumers poll: flags every ring it
     /// reads `sleeping = 2` (`shm`: rung only if the consumer stops
     /// looking), then lists the connections with work now.
+    ///
+    /// Work on a ring its consumer looked at within `shm::POLLED_NS` is left
+    /// to that consumer's next pass or post. Were the thread to take it, it
+    /// would hold the engine (and, pinned beside the consumer, its CPU) and
+    /// plan its next sleep before the consumer made a pass, take the
+    /// consumer for gone, and have every peer ring at every write: in
+    /// msg_rate the receiving side's thread planned that way at about
+    /// three wakeups in four. A consumer that stopped looking without
+    /// saying so (it spins on its memory) leaves a stale stamp and is
+    /// served here, or rung by the peer (`overdue`).
     fn look(&mut self) -> bool {
         self.ready.clear();
         self.ready.append(&mut self.again);
+        let now = shm::now_ns();
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get(&t) else { continue };
-            let doze = match &c.shm {
-                Some(m) if c.shm_in && c.reading() => m.rx.prepare_doze(),
-                _ => false,
-            };
-            if doze || has_work(c) {
+            let Some(m) = &c.shm else { continue };
+            let doze = c.shm_in && c.reading() && m.rx.prepare_doze();
+            if (doze || has_work(c)) && !m.rx.looked_within(now) {
                 self.ready.push(t);
             }
         }
@@ -1406,7 +1433,11 @@ impl Progress {
 }
 
 /// A doorbell we skipped whose bytes the peer has still not taken after
-/// `OVERDUE_NS` (at `now`; u64::MAX: at once) is rung after all.
+/// `OVERDUE_NS` (at `now`; u64::MAX: at once) is rung after all. The time
+/// runs from the skip or from the reader's last progress, whichever is
+/// later: a reader that keeps taking a stream we keep writing is never
+/// all caught up, and counting from the first skip rang it every 10 µs
+/// (msg_rate: about half of the doorbells the receiving side rang).
 fn overdue(c: &mut Conn, now: u64) {
     if c.skipped_at == 0 {
         return;
@@ -1414,6 +1445,12 @@ fn overdue(c: &mut Conn, now: u64) {
     let Some(m) = &c.shm else { return };
     if !m.tx.unread(c.skipped_head) {
         c.skipped_at = 0;
+        return;
+    }
+    let tail = m.tx.tail();
+    if now != u64::MAX && tail != c.skipped_tail {
+        c.skipped_tail = tail;
+        c.skipped_at = now.max(1);
     } else if now.saturating_sub(c.skipped_at) >= shm::OVERDUE_NS {
         c.skipped_at = 0;
         shm::ring_bell(c.fd);
@@ -1533,6 +1570,8 @@ impl Engine for Progress {
 
     fn quiet(&mut self) {
         self.seen_passes = self.passes;
+        self.seen_reaped = self.shared.reaped.load(Ordering::Relaxed);
+        self.active_at = 0;
         self.poller = false;
         self.flush_acks();
         // This consumer stops looking for answers: doorbells it skipped
@@ -1585,4 +1624,64 @@ impl Engine for Progress {
 
 fn yes(v: bool) -> &'static str {
     if v { "yes" } else { "no" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes waiting on the reading end of a socketpair: the doorbells rung.
+    fn rung(fd: i32) -> usize {
+        let mut b = [0u8; 16];
+        // SAFETY: a non-blocking read into our stack buffer.
+        let n = unsafe { libc::recv(fd, b.as_mut_ptr() as *mut libc::c_void, b.len(), libc::MSG_DONTWAIT) };
+        n.max(0) as usize
+    }
+
+    #[test]
+    fn a_reader_that_keeps_taking_is_not_rung_and_one_that_stopped_is() {
+        let mut sv = [0i32; 2];
+        // SAFETY: a socketpair into our array.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) }, 0);
+        let (mut a, name) = Shm::create().unwrap();
+        let b = Shm::open(&name).unwrap();
+        a.unlink();
+        // SAFETY: all-zero sockaddr_in is a valid (unused) peer address.
+        let mut c = Conn::new(sv[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() });
+        c.shm = Some(a);
+        let tx = &c.shm.as_ref().unwrap().tx;
+        // SAFETY: 64 readable bytes.
+        assert_eq!(unsafe { tx.push([7u8; 64].as_ptr(), 64) }, 64);
+        let t0 = 1_000_000;
+        c.skipped_at = t0;
+        c.skipped_head = tx.head();
+        c.skipped_tail = tx.tail();
+        let mut sink = [0u8; 64];
+        // The reader takes some: the 10 µs start again from this look.
+        // SAFETY: 16 writable bytes.
+        assert_eq!(unsafe { b.rx.pop(sink.as_mut_ptr(), 16) }, 16);
+        overdue(&mut c, t0 + shm::OVERDUE_NS);
+        assert_eq!((rung(sv[1]), c.skipped_at), (0, t0 + shm::OVERDUE_NS), "a reader taking bytes was rung");
+        overdue(&mut c, t0 + 2 * shm::OVERDUE_NS - 1);
+        assert_eq!(rung(sv[1]), 0);
+        // It stopped: rung once, 10 µs after its last progress.
+        overdue(&mut c, t0 + 2 * shm::OVERDUE_NS);
+        assert_eq!((rung(sv[1]), c.skipped_at), (1, 0));
+        // A consumer going to sleep rings at once for bytes still unread.
+        c.skipped_at = t0;
+        overdue(&mut c, u64::MAX);
+        assert_eq!(rung(sv[1]), 1);
+        // All taken: nothing to ring for.
+        c.skipped_at = t0;
+        // SAFETY: 64 writable bytes.
+        assert_eq!(unsafe { b.rx.pop(sink.as_mut_ptr(), 64) }, 48);
+        overdue(&mut c, u64::MAX);
+        assert_eq!((rung(sv[1]), c.skipped_at), (0, 0));
+        drop(c);
+        // SAFETY: closing our socketpair (a Conn leaves its fd to `end`).
+        unsafe {
+            libc::close(sv[0]);
+            libc::close(sv[1]);
+        }
+    }
 }

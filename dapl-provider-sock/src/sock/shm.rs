@@ -297,6 +297,11 @@ impl Ring {
         self.ctl().polled.0.store(now, Ordering::Relaxed);
     }
 
+    /// Whether the consumer stamped a look within `POLLED_NS` of `now`.
+    pub fn looked_within(&self, now: u64) -> bool {
+        now.saturating_sub(self.ctl().polled.0.load(Ordering::Relaxed)) < POLLED_NS
+    }
+
     /// Consumer, awake again.
     pub fn awake(&self) {
         self.ctl().sleeping.0.store(0, Ordering::Relaxed);
@@ -310,7 +315,7 @@ impl Ring {
         let c = self.ctl();
         match c.sleeping.0.load(Ordering::Relaxed) {
             0 => Bell::No,
-            2 if now_ns().saturating_sub(c.polled.0.load(Ordering::Relaxed)) < POLLED_NS => Bell::Skipped,
+            2 if self.looked_within(now_ns()) => Bell::Skipped,
             _ if c.sleeping.0.swap(0, Ordering::AcqRel) != 0 => Bell::Ring,
             _ => Bell::No,
         }
@@ -319,6 +324,11 @@ impl Ring {
     /// Producer: whether bytes it wrote up to `head` are still unread.
     pub fn unread(&self, head: u64) -> bool {
         self.ctl().tail.0.load(Ordering::Acquire) < head
+    }
+
+    /// Producer: bytes the consumer ever took.
+    pub fn tail(&self) -> u64 {
+        self.ctl().tail.0.load(Ordering::Acquire)
     }
 
     /// Producer: bytes ever written.
