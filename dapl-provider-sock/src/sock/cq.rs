@@ -116,9 +116,6 @@ impl CqOps for Cq {
         match lock(&self.0.ring).pop_front() {
             Some(c) => {
                 self.0.count.fetch_sub(1, Ordering::SeqCst);
-                // Not an RMW: two consumers racing lose a count, not the news.
-                let r = &self.0.shared.reaped;
-                r.store(r.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
                 *out = c;
                 true
             }

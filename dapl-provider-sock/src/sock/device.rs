@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::io;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 
@@ -78,9 +78,6 @@ pub struct Shared {
     /// A consumer went to sleep while the engine was busy: the thread
     /// turns doorbells on before it sleeps.
     pub quiet: AtomicBool,
-    /// Completions consumers took from a queue that had some: a consumer
-    /// that never finds its queue empty makes no pass, yet polls.
-    pub reaped: AtomicU64,
 }
 
 impl Shared {
@@ -297,7 +294,6 @@ impl Device {
             ports: Mutex::new(std::collections::HashMap::new()),
             engine: Mutex::new(None),
             quiet: AtomicBool::new(false),
-            reaped: AtomicU64::new(0),
         });
         let thread = progress::start(shared.clone()).map_err(fail)?;
         // The adapter is the netdev the address lives on, however it was named.

@@ -178,9 +178,7 @@ struct Progress {
     /// when it last decided how to sleep (`sleep_plan`).
     passes: u64,
     seen_passes: u64,
-    /// `Shared::reaped` when the thread last planned its sleep, and when
-    /// it last saw a consumer active (CLOCK_MONOTONIC ns).
-    seen_reaped: u64,
+    /// When the thread last saw a consumer's pass or post (CLOCK_MONOTONIC ns).
     active_at: u64,
     /// A consumer polled since one last went to sleep (`quiet`): its posts
     /// count as passes. A consumer that waits does not poll, and its posts
@@ -227,7 +225,6 @@ impl Progress {
             again: Vec::new(),
             passes: 0,
             seen_passes: 0,
-            seen_reaped: 0,
             active_at: 0,
             poller: false,
             pass_list: Vec::new(),
@@ -333,19 +330,20 @@ impl Progress {
             self.poller = false;
             self.active_at = 0;
         }
-        // Active: a pass, post or reap since the last plan. Back-to-back
-        // plans (the thread found work and served it without sleeping) give
-        // a consumer pinned beside the thread no chance to be active in
+        // Active: a pass or post since the last plan. Back-to-back plans
+        // (the thread found work and served it without sleeping) give a
+        // consumer pinned beside the thread no chance to be active in
         // between, so a consumer seen active within the last tick still
-        // counts as polling; one that went quiet never does.
-        let reaped = self.shared.reaped.load(Ordering::Relaxed);
+        // counts as polling; one that went quiet never does. (Taking a
+        // completion does not count: a consumer that waits takes them too,
+        // and the thread, taken off the TCP sockets, halved its streams'
+        // bandwidth.)
         let now = shm::now_ns();
-        if self.passes != self.seen_passes || reaped != self.seen_reaped {
+        if self.passes != self.seen_passes {
             self.active_at = now;
         }
         let polling = !quiet && now.saturating_sub(self.active_at) < TICK_MS as u64 * 1_000_000;
         self.seen_passes = self.passes;
-        self.seen_reaped = reaped;
         if !polling {
             // No tick will come: nothing may stay held.
             self.flush_acks();
@@ -1570,7 +1568,6 @@ impl Engine for Progress {
 
     fn quiet(&mut self) {
         self.seen_passes = self.passes;
-        self.seen_reaped = self.shared.reaped.load(Ordering::Relaxed);
         self.active_at = 0;
         self.poller = false;
         self.flush_acks();
