@@ -450,3 +450,60 @@ fn connection_private_data_outlives_later_events() {
     // SAFETY: the setup's IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
+
+#[test]
+fn a_connect_and_an_accept_racing_for_one_ep_never_both_take_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-race");
+    let mut psp_h = null_mut();
+    // SAFETY: a consumer PSP on the CR-capable EVD.
+    ok(unsafe { psp::create::<T>(s.ia, 7003, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
+    let (mut connects, mut accepts) = (0, 0);
+    // The accept moves the QP before it is done: the connect lands there.
+    mock::QP_MOVE_US.store(50, Ordering::Relaxed);
+    for _ in 0..500 {
+        let req = Id::request();
+        assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, &[])).is_none());
+        // SAFETY: the event number was checked by the accept test; here it is a CR arrival.
+        let cr_h = unsafe { dequeue(s.conn).expect("a connection request").event_data.cr_arrival_event_data }.cr_handle;
+        let mut ep_h = null_mut();
+        // SAFETY: a consumer EP on the setup's PZ and EVDs.
+        ok(unsafe { ep::create::<T>(s.ia, s.pz, s.dto, s.dto, s.conn, std::ptr::null(), &mut ep_h) });
+        let start = std::sync::Barrier::new(2);
+        let (ep_a, cr_a) = (ep_h as usize, cr_h as usize);
+        let (c, a) = std::thread::scope(|sc| {
+            let connecting = sc.spawn(|| {
+                // SAFETY: all-zero sockaddr_in, then its family.
+                let mut peer: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+                peer.sin_family = libc::AF_INET as _;
+                start.wait();
+                // SAFETY: a consumer connect on a live EP to a full sockaddr_in.
+                unsafe { connection::connect::<T>(ep_a as DAT_EP_HANDLE, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7000, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) }
+            });
+            start.wait();
+            // SAFETY: a live CR and EP, no private data.
+            let a = unsafe { cr::accept::<T>(cr_a as DAT_CR_HANDLE, ep_a as DAT_EP_HANDLE, 0, null_mut()) };
+            (connecting.join().unwrap(), a)
+        });
+        assert!(c != DAT_SUCCESS || a != DAT_SUCCESS, "a connect and an accept both took one EP");
+        assert!(c == DAT_SUCCESS || a == DAT_SUCCESS, "neither took a free EP: {c:#x} {a:#x}");
+        let loser = if c == DAT_SUCCESS { a } else { c };
+        assert_eq!(loser, dat_abi::status::invalid_state(DAT_INVALID_STATE_EP_CONNECTED));
+        let want = if c == DAT_SUCCESS { DAT_EP_STATE_ACTIVE_CONNECTION_PENDING } else { DAT_EP_STATE_COMPLETION_PENDING };
+        assert_eq!(state(ep_h), want);
+        connects += (c == DAT_SUCCESS) as u32;
+        accepts += (a == DAT_SUCCESS) as u32;
+        // SAFETY: live handles; a CR the accept did not take is rejected.
+        unsafe {
+            if a != DAT_SUCCESS {
+                ok(cr::reject::<T>(cr_h, 0, null_mut()));
+            }
+            ok(ep::free::<T>(ep_h));
+        }
+        while dequeue(s.conn).is_some() {}
+    }
+    mock::QP_MOVE_US.store(0, Ordering::Relaxed);
+    assert_eq!(connects + accepts, 500);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

@@ -100,19 +100,26 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
             }
             return r;
         }
-        let st = ep.state.load(Ordering::Acquire);
-        if st != DAT_EP_STATE_UNCONNECTED && st != DAT_EP_STATE_RESERVED {
+        // Claimed in one step: a dat_ep_connect on this EP from another
+        // thread meanwhile must find it taken, not start a second
+        // connection on the QP this accept is moving.
+        let claim = |from| ep.state.compare_exchange(from, DAT_EP_STATE_COMPLETION_PENDING, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        let Some(st) = [DAT_EP_STATE_UNCONNECTED, DAT_EP_STATE_RESERVED].into_iter().find(|&s| claim(s)) else {
             return invalid_state(DAT_INVALID_STATE_EP_CONNECTED);
-        }
-        let Some(qp_num) = ep.qp_num() else { return invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED) };
+        };
+        let give_back = |r: DAT_RETURN| {
+            ep.state.store(st, Ordering::Release);
+            r
+        };
+        let Some(qp_num) = ep.qp_num() else { return give_back(invalid_state(DAT_INVALID_STATE_EP_UNCONFIGURED)) };
         // Taking the id makes a second accept of this CR fail cleanly.
-        let Some(id) = cr.id.take() else { return invalid_state(0) };
+        let Some(id) = cr.id.take() else { return give_back(invalid_state(0)) };
         let (resp, init) = ep.read_depths();
         let moved = ep.with_qp(|q| q.connect_via(&id, resp, init));
         if !matches!(moved, Some(Ok(()))) {
             log::warn!("accept: QP to RTS failed: {moved:?}");
             cr.id.set(Some(id));
-            return error(DAT_INTERNAL_ERROR, 0);
+            return give_back(error(DAT_INTERNAL_ERROR, 0));
         }
         let pdata: &[u8] = if psize > 0 {
             // SAFETY: the consumer gave psize bytes at pdata (checked above).
@@ -130,13 +137,12 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
         *ep.remote.lock().unwrap_or_else(|e| e.into_inner()) = *cr.remote;
         ep.remote_port.store(cr.remote_port as u32, Ordering::Release);
         ep.cm_id.set(Some(id));
-        ep.state.store(DAT_EP_STATE_COMPLETION_PENDING, Ordering::Release);
         // The id now belongs to the EP; its events name the EP.
         id.set_context(ep_h as usize);
         if let Err(e) = id.accept(&param) {
             log::warn!("accept: {e}");
             ep.cm_id.set(None);
-            ep.state.store(DAT_EP_STATE_UNCONNECTED, Ordering::Release);
+            ep.state.store(st, Ordering::Release);
             ep.with_qp(|q| q.reset());
             id.destroy();
             crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));

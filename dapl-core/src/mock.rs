@@ -386,9 +386,17 @@ impl QpOps<Mock> for Qp {
     }
 
     fn connect_via(&self, _id: &Id, _responder: u8, _initiator: u8) -> io::Result<()> {
+        // A device takes a while here; a test widens the window it leaves.
+        let us = QP_MOVE_US.load(std::sync::atomic::Ordering::Relaxed);
+        if us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
         Ok(())
     }
 }
+
+/// How long moving a QP to RTS takes, in µs (0 by default).
+pub static QP_MOVE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Qp {
     /// Delivers a message of `len` bytes into the oldest posted receive.

@@ -108,10 +108,11 @@ while read -r kind np name rest; do
         # Every try ended so: the environment's fault, not the provider's
         # (it strikes the reference alike); reported apart, not as a pass.
         if [ $verdict = fail ] && grep -q "$FASTPATH_FLAKE" "$logs/$tag.out"; then verdict=stale; fi
-        # MPI_HANG_TRIES=2 (run-mpi.sh --host): a run that timed out is tried
-        # once more, and counted ("hang" lines, report.py) and shown: a known
-        # open hang of MVAPICH2's on-demand connections over the sock
-        # provider (README, "MPI over our stack"). A second hang fails.
+        # MPI_HANG_TRIES=2 (run-mpi.sh sets it): a run that timed out is
+        # tried once more, and counted ("hang" lines, report.py) and shown
+        # with its output's tail. MVAPICH2's on-demand connections hung so
+        # until two races of its own were edited out (README, "MPI over our
+        # stack"); a hang now is news, and a second one fails the run.
         if [ $verdict = fail ] && [ "$rc" -eq 124 ] && [ "$kind" != control ] && [ "${MPI_HANG_TRIES:-1}" -gt 1 ]; then
             echo "mpi-guest: $prov $kind np=$np $name: timed out after ${t%.*} s; its output's tail, then one more try:"
             tail -n 15 "$logs/$tag.out" | sed 's/^/    | /'
