@@ -218,6 +218,11 @@ static void *poster(void *arg)
 			struct ep_state *e = &L.eps[i];
 			if (atomic_load(&e->credits) <= 0)
 				continue;
+			/* An echo can come back before its send's completion is
+			 * reaped: the send queue (WIN * 2) holds both, and a post
+			 * past it is the consumer's error (DAT_INSUFFICIENT_RESOURCES). */
+			if (e->posted - atomic_load(&e->send_done) >= WIN * 2)
+				continue;
 			atomic_fetch_sub(&e->credits, 1);
 			uint32_t seq = e->posted;
 			size_t slot = (size_t)i * WIN + seq % WIN;
@@ -240,7 +245,7 @@ static void *poster(void *arg)
 	double end = now_s() + 60;
 	for (int i = lo; i < hi; i++) {
 		struct ep_state *e = &L.eps[i];
-		while (atomic_load(&e->echoed) < e->posted && now_s() < end)
+		while ((atomic_load(&e->echoed) < e->posted || atomic_load(&e->send_done) < e->posted) && now_s() < end)
 			usleep(1000);
 		/* the bye goes from its own slot: the last WIN message slots may still be in use */
 		size_t off = (size_t)L.neps * WIN * MSG + (size_t)i * MSG;
