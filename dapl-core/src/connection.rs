@@ -293,9 +293,12 @@ fn ep_event<T: Provider>(ev: &CmEvent<T>, h: DAT_EP_HANDLE) -> Option<T::ConnId>
             // Only from the accepted state: an EP the consumer disconnected,
             // or an error completion broke, meanwhile stays down.
             let accepted = DAT_EP_STATE_COMPLETION_PENDING;
-            if ep.state.compare_exchange(accepted, DAT_EP_STATE_CONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                ep.ia.counters.add(DCNT_IA_CM_PASSIVE_EST, 1);
-                ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, ev.pdata);
+            match ep.state.compare_exchange(accepted, DAT_EP_STATE_CONNECTED, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    ep.ia.counters.add(DCNT_IA_CM_PASSIVE_EST, 1);
+                    ep.post_conn_event(h, DAT_CONNECTION_EVENT_ESTABLISHED, ev.pdata);
+                }
+                Err(now) => log::debug!("EP {h:p}: passive ESTABLISHED not reported, the EP is in state {now}"),
             }
             None
         }

@@ -229,6 +229,7 @@ impl<T: Provider> Ep<T> {
         };
         drop(keep);
         evd.counters.add(DCNT_EVD_CONN_CALLBACK, 1);
+        log::debug!("EP {me:p}: connection event {number:#x} ({} bytes of private data) to EVD {evd_h:p}", pdata.len());
         evd.post(evd_h, ev);
     }
 
@@ -252,6 +253,7 @@ pub fn break_on_error<T: Provider>(h: usize) {
     let live = [DAT_EP_STATE_CONNECTED, DAT_EP_STATE_COMPLETION_PENDING];
     let to_down = |s| ep.state.compare_exchange(s, DAT_EP_STATE_DISCONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok();
     if live.into_iter().any(to_down) {
+        log::debug!("EP {:p}: an error completion broke the connection", h as DAT_EP_HANDLE);
         ep.with_qp(|q| q.to_error());
         if let Some(id) = ep.cm_id.get() {
             // The peer's DISCONNECTED follows.
