@@ -367,9 +367,13 @@ fn expire_locked<T: Provider>(ia_h: usize) -> Option<u64> {
 /// be destroyed after the event's ack.
 fn fail_with<T: Provider>(ep: &Ep<T>, h: DAT_EP_HANDLE, number: DAT_EVENT_NUMBER, pdata: &[u8]) -> Option<T::ConnId> {
     ep.with_qp(|q| q.to_error());
+    // Taken before the event is out: a consumer that sees it may reset the
+    // EP and accept on it at once (MVAPICH2 does, after a PEER_REJECTED),
+    // and a take after that would end the new connection instead.
+    let id = ep.cm_id.take();
     ep.state.store(DAT_EP_STATE_DISCONNECTED, Ordering::Release);
     ep.post_conn_event(h, number, pdata);
-    ep.cm_id.take()
+    id
 }
 
 fn post_async<T: Provider>(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE) {

@@ -133,7 +133,8 @@ impl<T: Provider> Evd<T> {
         }
         if let Some(ev) = self.sw.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
             self.queued.fetch_sub(1, Ordering::AcqRel);
-            log::debug!("EVD {me:p}: event {:#x} taken by {:?}", ev.event_number, std::thread::current().id());
+            // SAFETY: gettid has no preconditions; the kernel's id is what gdb shows.
+            log::debug!("EVD {me:p}: event {:#x} taken by thread {}", ev.event_number, unsafe { libc::gettid() });
             *out = ev;
             return true;
         }
