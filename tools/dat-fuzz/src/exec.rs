@@ -227,7 +227,7 @@ impl<'a> Seq<'a> {
         let of_kind = |alive: bool| self.objs.iter().enumerate().filter(move |(_, o)| o.kind == kind && o.alive == alive && !o.reused).map(|(i, _)| i);
         let from = |i: usize| {
             let o = &self.objs[i];
-            Pick { h: hp(o.h), bad: !(o.alive && o.kind == kind), ia: Some(o.ia), obj: Some(i) }
+            Pick { h: hp(o.h), bad: !(o.alive && o.kind == kind) && !may_be_reused(o), ia: Some(o.ia), obj: Some(i) }
         };
         let nth = |v: Vec<usize>, n: u8| (!v.is_empty()).then(|| from(v[n as usize % v.len()]));
         let null = Pick { h: null_mut(), bad: true, ia: None, obj: None };
@@ -252,7 +252,7 @@ impl<'a> Seq<'a> {
             (!v.is_empty()).then(|| {
                 let i = v[n as usize % v.len()];
                 let o = &self.objs[i];
-                Pick { h: hp(o.h), bad: !o.alive, ia: Some(o.ia), obj: Some(i) }
+                Pick { h: hp(o.h), bad: !o.alive && !may_be_reused(o), ia: Some(o.ia), obj: Some(i) }
             })
         };
         match s {
@@ -674,4 +674,11 @@ impl<'a> Seq<'a> {
 
 pub fn name_of(r: DAT_RETURN) -> String {
     name(r)
+}
+
+/// A freed CR's slot can already hold a CR the CM thread made from a
+/// connection request whose arrival event the model has not taken yet
+/// (slots are reused for their type): its handle is not known to be bad.
+fn may_be_reused(o: &Obj) -> bool {
+    o.kind == Kind::Cr && !o.alive
 }
