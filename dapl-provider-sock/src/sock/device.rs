@@ -351,6 +351,7 @@ impl Drop for Device {
 
 impl DeviceOps<Sock> for Device {
     fn open(params: &str) -> Result<Device, DAT_RETURN> {
+        super::clock::init();
         Device::open_addr(params)
     }
 

@@ -2,6 +2,7 @@
 //! responses in the order of the requests, then our QP's requests), its
 //! header, and writing it to the stream or the peer's ring.
 
+use super::clock;
 use super::conn::{Conn, End, Phase, Resp, errno};
 use super::role::on_progress_thread;
 use super::shm;
@@ -220,7 +221,7 @@ pub(super) fn send_frame(c: &mut Conn) -> Result<bool, End> {
                 shm::Bell::Ring => shm::ring_bell(c.fd),
                 shm::Bell::Skipped if on_progress_thread() => shm::ring_bell(c.fd),
                 shm::Bell::Skipped if c.skipped_at == 0 => {
-                    c.skipped_at = shm::now_ns();
+                    c.skipped_at = clock::now_ns();
                     c.skipped_head = m.tx.head();
                     c.skipped_tail = m.tx.tail();
                 }

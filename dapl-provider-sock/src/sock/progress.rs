@@ -34,6 +34,7 @@
 //! the target checks the rkey, then `shm::pull`/`shm::push_to` move the
 //! bytes between the two processes.
 
+use super::clock;
 use super::cm::{self, Ev, IdInfo, IdState};
 use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
 use super::device::{Engine, Shared, lock};
@@ -281,7 +282,7 @@ impl Progress {
         self.pump_ready();
         self.expire();
         if !self.rnr.is_empty() {
-            self.expire_rnr(shm::now_ns());
+            self.expire_rnr(clock::now_ns());
         }
     }
 
@@ -338,7 +339,7 @@ impl Progress {
         // completion does not count: a consumer that waits takes them too,
         // and the thread, taken off the TCP sockets, halved its streams'
         // bandwidth.)
-        let now = shm::now_ns();
+        let now = clock::now_ns();
         if self.passes != self.seen_passes {
             self.active_at = now;
         }
@@ -374,7 +375,7 @@ impl Progress {
     fn look(&mut self) -> bool {
         self.ready.clear();
         self.ready.append(&mut self.again);
-        let now = shm::now_ns();
+        let now = clock::ticks();
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get(&t) else { continue };
             let Some(m) = &c.shm else { continue };
@@ -472,7 +473,7 @@ impl Progress {
         let now = Instant::now();
         let timer = self.conns.values().filter_map(|c| c.deadline).map(|d| d.saturating_duration_since(now).as_millis() as i32 + 1).min();
         let rnr = self.rnr.iter().filter_map(|t| self.conns.get(t)).map(|c| c.rnr_due).filter(|&d| d != 0).min();
-        let rnr = rnr.map(|d| (d.saturating_sub(shm::now_ns()).div_ceil(1_000_000)).min(i32::MAX as u64) as i32);
+        let rnr = rnr.map(|d| (d.saturating_sub(clock::now_ns()).div_ceil(1_000_000)).min(i32::MAX as u64) as i32);
         match (timer, rnr) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b).unwrap_or(-1),
@@ -840,7 +841,7 @@ impl Progress {
                 // fills a new connection's queue from one thread while
                 // another polls) has them all posted and its state set
                 // before the message is taken.
-                c.rnr_due = shm::now_ns() + rnr;
+                c.rnr_due = clock::now_ns() + rnr;
                 self.rnr.push(token);
                 self.timers_changed = true;
             }
@@ -1441,15 +1442,24 @@ fn overdue(c: &mut Conn, now: u64) {
         return;
     }
     let Some(m) = &c.shm else { return };
-    if !m.tx.unread(c.skipped_head) {
+    // The peer's `tail` is read only once the time is up: each read pulls
+    // its line away from the reader, whose next take then waits for it.
+    if m.tx.seen_tail() >= c.skipped_head {
         c.skipped_at = 0;
         return;
     }
+    if now != u64::MAX && now.saturating_sub(c.skipped_at) < shm::OVERDUE_NS {
+        return;
+    }
     let tail = m.tx.tail();
+    if tail >= c.skipped_head {
+        c.skipped_at = 0;
+        return;
+    }
     if now != u64::MAX && tail != c.skipped_tail {
         c.skipped_tail = tail;
         c.skipped_at = now.max(1);
-    } else if now.saturating_sub(c.skipped_at) >= shm::OVERDUE_NS {
+    } else {
         c.skipped_at = 0;
         shm::ring_bell(c.fd);
     }
@@ -1484,14 +1494,15 @@ impl Engine for Progress {
         let mut list = std::mem::take(&mut self.pass_list);
         list.clear();
         list.append(&mut self.again);
-        let now = if self.shm_conns.is_empty() && !polling && self.rnr.is_empty() { 0 } else { shm::now_ns() };
+        let ticks = if self.shm_conns.is_empty() && !polling && self.rnr.is_empty() { 0 } else { clock::ticks() };
+        let now = clock::ns_of(ticks);
         if !self.rnr.is_empty() {
             self.expire_rnr(now);
         }
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get_mut(&t) else { continue };
             if let Some(m) = &c.shm {
-                m.rx.polled(now);
+                m.rx.polled(ticks);
             }
             overdue(c, now);
             if has_work(c) && !list.contains(&t) {
@@ -1555,7 +1566,7 @@ impl Engine for Progress {
         let poller = self.poller;
         let read = self.conns.get(&token).is_some_and(|c| {
             if let (true, true, Some(m)) = (poller, c.shm_in, &c.shm) {
-                m.rx.polled(shm::now_ns());
+                m.rx.polled(clock::ticks());
             }
             c.shm_in || retry_stall || c.end > c.start
         });

@@ -29,7 +29,7 @@
 //! While the consumer's process polls (its engine run by the consumer's
 //! own calls, `progress`), its thread flags `sleeping = 2` instead: ring
 //! only if the consumer has not looked at the ring (`polled`, a
-//! CLOCK_MONOTONIC stamp it stores on every pass) for `POLLED_NS`. A busy
+//! stamp of the host-wide `clock::ticks` it stores as it passes) for `POLLED_NS`. A busy
 //! ping-pong then costs no doorbell, and a consumer that stopped polling to
 //! spin on its memory (MPI's eager RDMA) is still rung. A doorbell skipped
 //! just as the consumer stopped costs at most the thread's tick: that
@@ -38,6 +38,7 @@
 //! `OVERDUE_NS` unread, so a consumer that stopped polling to spin on its
 //! memory waits microseconds, not the tick.
 
+use super::clock;
 use super::tail;
 use std::io;
 use std::sync::OnceLock;
@@ -165,6 +166,8 @@ pub struct Ctl {
 /// How recent a consumer's look at its ring must be for a producer to skip
 /// the doorbell of a reader flagged `sleeping = 2`.
 const POLLED_NS: u64 = 20_000;
+/// How stale a consumer's stamp may get before it stamps again.
+const STAMP_NS: u64 = 1_000;
 
 /// What a producer does about the doorbell after a push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,19 +181,22 @@ pub enum Bell {
 /// take the bytes) before the producer rings after all.
 pub const OVERDUE_NS: u64 = 10_000;
 
-/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process of the host.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: reading a clock into our timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// One direction of a mapping, as one end sees it.
 pub struct Ring {
     ctl: *const Ctl,
     data: *mut u8,
     cap: usize,
+    /// The producer's last reading of `tail`: room it knows of without
+    /// touching the consumer's line (which the consumer's fence after each
+    /// take then finds still its own, not pulled away by every push).
+    seen_tail: AtomicU64,
+    /// The consumer's last stamp in `polled`: restamped only once it is
+    /// `stamp_step` old, so a spinning reader does not pull that line
+    /// from the producer at every pass.
+    stamped: AtomicU64,
+    stamp_step: u64,
+    /// `POLLED_NS` in ticks.
+    polled_window: u64,
 }
 
 // SAFETY: the pointers are into a mapping owned by the `Shm` that owns the
@@ -206,7 +212,15 @@ impl Ring {
     /// life of the ring.
     unsafe fn new(ctl: *const Ctl, data: *mut u8, cap: usize) -> Ring {
         debug_assert!(cap.is_power_of_two());
-        Ring { ctl, data, cap }
+        Ring {
+            ctl,
+            data,
+            cap,
+            seen_tail: AtomicU64::new(0),
+            stamped: AtomicU64::new(0),
+            stamp_step: clock::ticks_of_ns(STAMP_NS),
+            polled_window: clock::ticks_of_ns(POLLED_NS),
+        }
     }
 
     fn ctl(&self) -> &Ctl {
@@ -224,8 +238,19 @@ impl Ring {
     /// Bytes the producer may write now.
     pub fn space(&self) -> usize {
         let c = self.ctl();
-        let used = c.head.0.load(Ordering::Relaxed).wrapping_sub(c.tail.0.load(Ordering::Acquire));
+        let tail = c.tail.0.load(Ordering::Acquire);
+        self.seen_tail.store(tail, Ordering::Relaxed);
+        let used = c.head.0.load(Ordering::Relaxed).wrapping_sub(tail);
         self.cap - (used as usize).min(self.cap)
+    }
+
+    /// Producer: room for at least `want` bytes (or all there is, if less),
+    /// reading the consumer's `tail` only when the last reading shows less.
+    #[inline]
+    pub fn room(&self, want: usize) -> usize {
+        let used = self.ctl().head.0.load(Ordering::Relaxed).wrapping_sub(self.seen_tail.load(Ordering::Relaxed));
+        let known = self.cap - (used as usize).min(self.cap);
+        if known >= want { known } else { self.space() }
     }
 
     /// Producer: copies up to `len` bytes from `src`; returns how many.
@@ -233,7 +258,7 @@ impl Ring {
     /// # Safety
     /// `src` is readable for `len` bytes.
     pub unsafe fn push(&self, src: *const u8, len: usize) -> usize {
-        let n = len.min(self.space());
+        let n = len.min(self.room(len));
         if n == 0 {
             return 0;
         }
@@ -291,15 +316,19 @@ impl Ring {
         self.available() > 0
     }
 
-    /// Consumer's pass: it looked at the ring at `now` (ns).
+    /// Consumer's pass: it looked at the ring at `now` (`clock::ticks`).
     #[inline]
     pub fn polled(&self, now: u64) {
-        self.ctl().polled.0.store(now, Ordering::Relaxed);
+        if now.wrapping_sub(self.stamped.load(Ordering::Relaxed)) >= self.stamp_step {
+            self.stamped.store(now, Ordering::Relaxed);
+            self.ctl().polled.0.store(now, Ordering::Relaxed);
+        }
     }
 
-    /// Whether the consumer stamped a look within `POLLED_NS` of `now`.
+    /// Whether the consumer stamped a look within `POLLED_NS` of `now`
+    /// (`clock::ticks`).
     pub fn looked_within(&self, now: u64) -> bool {
-        now.saturating_sub(self.ctl().polled.0.load(Ordering::Relaxed)) < POLLED_NS
+        now.saturating_sub(self.ctl().polled.0.load(Ordering::Relaxed)) < self.polled_window
     }
 
     /// Consumer, awake again.
@@ -315,20 +344,28 @@ impl Ring {
         let c = self.ctl();
         match c.sleeping.0.load(Ordering::Relaxed) {
             0 => Bell::No,
-            2 if self.looked_within(now_ns()) => Bell::Skipped,
+            2 if self.looked_within(clock::ticks()) => Bell::Skipped,
             _ if c.sleeping.0.swap(0, Ordering::AcqRel) != 0 => Bell::Ring,
             _ => Bell::No,
         }
     }
 
     /// Producer: whether bytes it wrote up to `head` are still unread.
+    #[cfg(test)]
     pub fn unread(&self, head: u64) -> bool {
-        self.ctl().tail.0.load(Ordering::Acquire) < head
+        self.seen_tail() < head && self.tail() < head
     }
 
     /// Producer: bytes the consumer ever took.
     pub fn tail(&self) -> u64 {
-        self.ctl().tail.0.load(Ordering::Acquire)
+        let t = self.ctl().tail.0.load(Ordering::Acquire);
+        self.seen_tail.store(t, Ordering::Relaxed);
+        t
+    }
+
+    /// Producer: `tail` as last read, without reading it again.
+    pub fn seen_tail(&self) -> u64 {
+        self.seen_tail.load(Ordering::Relaxed)
     }
 
     /// Producer: bytes ever written.
@@ -715,7 +752,7 @@ mod tests {
         // Its consumer polled just now: the push skips the doorbell, and
         // the producer can tell later whether the bytes were taken.
         assert!(!r.prepare_doze());
-        r.polled(now_ns());
+        r.polled(clock::ticks());
         assert_eq!(push(r, b"abc"), 3);
         assert_eq!(r.bell(), Bell::Skipped);
         let head = r.head();
@@ -723,7 +760,7 @@ mod tests {
         assert_eq!(pop(r, 3), b"abc");
         assert!(!r.unread(head));
         // Its consumer last looked long ago: rung, once.
-        r.polled(now_ns().saturating_sub(10 * POLLED_NS));
+        r.polled(clock::ticks().saturating_sub(clock::ticks_of_ns(10 * POLLED_NS)));
         assert_eq!(push(r, b"d"), 1);
         assert_eq!(r.bell(), Bell::Ring);
         assert_eq!(r.bell(), Bell::No);
