@@ -38,7 +38,10 @@ impl CqInner {
         if self.count.load(Ordering::Relaxed) >= self.depth.load(Ordering::Relaxed) && super::role::on_progress_thread() {
             self.wait_for_room();
         }
-        {
+        // The armed flag is read and cleared under the ring's lock, as
+        // `arm` sets it: the lock orders the two, so no fence (a locked
+        // instruction) is needed beside it, and `count` is a plain store.
+        let fire = {
             let mut r = lock(&self.ring);
             if r.len() >= self.depth.load(Ordering::Acquire) {
                 drop(r);
@@ -49,11 +52,15 @@ impl CqInner {
                 return;
             }
             r.push_back(c);
-            self.count.fetch_add(1, Ordering::SeqCst);
-        }
-        let want = self.armed.load(Ordering::SeqCst);
-        let fire = want == ANY || (want == SOLICITED && (solicited || c.status != DAT_DTO_SUCCESS));
-        if fire && self.armed.swap(DISARMED, Ordering::SeqCst) != DISARMED {
+            self.count.store(r.len(), Ordering::Release);
+            let want = self.armed.load(Ordering::Relaxed);
+            let fire = want == ANY || (want == SOLICITED && (solicited || c.status != DAT_DTO_SUCCESS));
+            if fire {
+                self.armed.store(DISARMED, Ordering::Relaxed);
+            }
+            fire
+        };
+        if fire {
             signal(self.fd);
         }
     }
@@ -68,7 +75,7 @@ impl CqInner {
     #[cold]
     fn wait_for_room(&self) {
         for _ in 0..100 {
-            if self.count.load(Ordering::SeqCst) < self.depth.load(Ordering::Acquire) || self.broken.load(Ordering::Acquire) {
+            if self.count.load(Ordering::Acquire) < self.depth.load(Ordering::Acquire) || self.broken.load(Ordering::Acquire) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -104,18 +111,19 @@ impl Cq {
 impl CqOps for Cq {
     #[inline]
     fn poll(&self, out: &mut Completion) -> bool {
-        if self.0.count.load(Ordering::SeqCst) == 0 {
+        if self.0.count.load(Ordering::Acquire) == 0 {
             // Nothing yet: move what the on-node rings hold from this
             // thread (an armed queue's consumer is about to sleep, so its
             // pass does not count as polling).
             self.0.shared.consumer_pass(self.0.armed.load(Ordering::Relaxed) == DISARMED);
-            if self.0.count.load(Ordering::SeqCst) == 0 {
+            if self.0.count.load(Ordering::Acquire) == 0 {
                 return false;
             }
         }
-        match lock(&self.0.ring).pop_front() {
+        let mut r = lock(&self.0.ring);
+        match r.pop_front() {
             Some(c) => {
-                self.0.count.fetch_sub(1, Ordering::SeqCst);
+                self.0.count.store(r.len(), Ordering::Release);
                 *out = c;
                 true
             }
@@ -128,14 +136,18 @@ impl CqOps for Cq {
         // answers within microseconds, far less than the two wakeups a
         // sleep costs (the progress thread's, then ours).
         let spin = std::time::Duration::from_micros(tune::spin_us());
-        if !spin.is_zero() && self.0.count.load(Ordering::SeqCst) == 0 {
+        if !spin.is_zero() && self.0.count.load(Ordering::Acquire) == 0 {
             let start = std::time::Instant::now();
-            while self.0.count.load(Ordering::SeqCst) == 0 && start.elapsed() < spin {
+            while self.0.count.load(Ordering::Acquire) == 0 && start.elapsed() < spin {
                 self.0.shared.consumer_pass(true);
                 std::hint::spin_loop();
             }
         }
-        self.0.armed.store(if solicited_only { SOLICITED } else { ANY }, Ordering::SeqCst);
+        // Under the ring's lock, as `push` reads it (see there).
+        {
+            let _r = lock(&self.0.ring);
+            self.0.armed.store(if solicited_only { SOLICITED } else { ANY }, Ordering::Relaxed);
+        }
         // The consumer will sleep: peers must ring doorbells again.
         self.0.shared.quiet();
         true

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::io;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 
@@ -47,8 +47,9 @@ pub trait Engine: Send {
     /// A consumer is about to sleep: peers must ring the doorbell again.
     fn quiet(&mut self);
     /// The progress thread, before `epoll_wait`: on which epoll instance
-    /// and for how long (ms) it may sleep.
-    fn before_sleep(&mut self) -> (i32, i32);
+    /// and for how long (ms) it may sleep, and whether that is a bare tick
+    /// (consumers poll, no deadline is set).
+    fn before_sleep(&mut self) -> (i32, i32, bool);
     /// The progress thread, after `epoll_wait` on `epfd`: serve what it
     /// reported.
     fn turn(&mut self, epfd: i32, events: &[libc::epoll_event]);
@@ -78,6 +79,9 @@ pub struct Shared {
     /// A consumer went to sleep while the engine was busy: the thread
     /// turns doorbells on before it sleeps.
     pub quiet: AtomicBool,
+    /// Passes consumers made on the engine (its own count, copied here at
+    /// each): the progress thread reads it without taking the engine.
+    pub passes: AtomicU64,
 }
 
 impl Shared {
@@ -294,6 +298,7 @@ impl Device {
             ports: Mutex::new(std::collections::HashMap::new()),
             engine: Mutex::new(None),
             quiet: AtomicBool::new(false),
+            passes: AtomicU64::new(0),
         });
         let thread = progress::start(shared.clone()).map_err(fail)?;
         // The adapter is the netdev the address lives on, however it was named.

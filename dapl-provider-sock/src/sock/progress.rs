@@ -128,10 +128,22 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
 /// The progress thread: holds the engine except while it sleeps in epoll.
 fn run(shared: &Shared) {
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+    // A bare tick's plan, kept while consumers keep polling: (set, timeout,
+    // their pass count when last seen).
+    let mut ticking: Option<(i32, i32, u64)> = None;
     while !shared.stop.load(Ordering::Acquire) {
-        let (on, timeout) = match lock(&shared.engine).as_mut() {
-            Some(e) => e.before_sleep(),
-            None => return,
+        let (on, timeout) = match ticking {
+            Some((on, timeout, _)) => (on, timeout),
+            None => match lock(&shared.engine).as_mut() {
+                Some(e) => {
+                    let (on, timeout, tick) = e.before_sleep();
+                    if tick {
+                        ticking = Some((on, timeout, shared.passes.load(Ordering::Relaxed)));
+                    }
+                    (on, timeout)
+                }
+                None => return,
+            },
         };
         // SAFETY: waiting on our epoll into our array.
         let n = unsafe { libc::epoll_wait(on, events.as_mut_ptr(), events.len() as i32, timeout) };
@@ -139,6 +151,18 @@ fn run(shared: &Shared) {
             log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
             std::thread::sleep(Duration::from_millis(10));
         }
+        // A tick that brought nothing while consumers kept polling: their
+        // passes do what its turn would (listeners wake the quiet set
+        // themselves), and taking the engine from a polling consumer cost it
+        // a futex wake at every tick (the tail of TCP latency).
+        if let Some((_, _, seen)) = &mut ticking {
+            let passes = shared.passes.load(Ordering::Relaxed);
+            if n == 0 && passes != *seen {
+                *seen = passes;
+                continue;
+            }
+        }
+        ticking = None;
         if let Some(e) = lock(&shared.engine).as_mut() {
             e.turn(on, &events[..n.max(0) as usize]);
         }
@@ -563,6 +587,9 @@ impl Progress {
                 self.listeners.insert(t, (fd, id));
                 self.by_id.insert(id, t);
                 self.watch(fd, t, libc::EPOLLIN as u32);
+                // A consumer's passes do not look at listeners: the quiet
+                // set wakes the thread for a new connection while it polls.
+                watch_in(self.epq, fd, t);
             }
             Cmd::Connect { id, fd, frame } => {
                 let peer = cm::state_of(id).and_then(|s| lock(&s.info).dst).unwrap_or_else(|| self.shared.addr);
@@ -1070,145 +1097,20 @@ impl Progress {
         if c.phase != Phase::Open {
             return Err(End::Protocol);
         }
+        // The QP is lent to `on_data`, not cloned: a clone and its drop are
+        // two locked instructions on every frame.
         let qp = match c.live_qp() {
-            Some(q) if !c.refused && !c.disc_rcvd => q.clone(),
-            _ => {
-                // Nobody to deliver to: the bytes are dropped, nothing answered.
-                c.set_payload(len, Dest::Discard, Then::Nothing);
-                return Ok(());
-            }
+            Some(_) if !c.refused && !c.disc_rcvd => c.qp.take(),
+            _ => None,
         };
-        if h.flags & F_CMA != 0 && matches!(op, Op::Write | Op::WriteImm | Op::ReadReq) {
-            return by_reference(c, &qp, op, h);
-        }
-        match op {
-            Op::Send | Op::WriteImm => {
-                if op == Op::WriteImm && !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
-                    return refuse(c, len, Nak::RemoteAccess);
-                }
-                if !qp.take_recv(&mut c.wqe) {
-                    c.inp = InState::Stalled(h);
-                    return Ok(());
-                }
-                let imm = (h.flags & F_IMM != 0).then_some(h.imm);
-                let solicited = h.flags & F_SOLICITED != 0;
-                if op == Op::WriteImm {
-                    write_segs(c, h.addr, len);
-                    let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::RecvRdmaWithImm, solicited };
-                    c.set_payload(len, Dest::Segs, then);
-                    return Ok(());
-                }
-                c.segs.clear();
-                let mut room = 0u64;
-                let mut prot = false;
-                for g in &c.wqe.sges {
-                    if g.len == 0 {
-                        continue;
-                    }
-                    match c.keys.local(g.key) {
-                        Some(r) if r.allows(g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) => c.segs.push((g.addr, g.len as u64)),
-                        _ => prot = true,
-                    }
-                    room += g.len as u64;
-                }
-                if prot || len > room {
-                    // The receiver's error, and the sender's: both QPs fail.
-                    let (mine, theirs) = if prot {
-                        (DAT_DTO_ERR_LOCAL_PROTECTION, Nak::RemoteOp)
-                    } else {
-                        (DAT_DTO_ERR_LOCAL_LENGTH, Nak::InvalidRequest)
-                    };
-                    qp.complete_recv(c.wqe.wr_id, mine, CompletionKind::Recv, 0, None, 0, false);
-                    refuse(c, len, theirs)?;
-                    qp.fail();
-                    return Ok(());
-                }
-                let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::Recv, solicited };
-                c.set_payload(len, Dest::Segs, then);
-            }
-            Op::Write => {
-                if !remote_ok(&qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
-                    return refuse(c, len, Nak::RemoteAccess);
-                }
-                write_segs(c, h.addr, len);
-                c.set_payload(len, Dest::Segs, Then::Ack);
-            }
-            Op::ReadReq => {
-                let want = h.a;
-                if len != 0 || want > super::device::MAX_MSG as u64 || !remote_ok(&qp, h.rkey, h.addr, want, keys::REMOTE_READ) {
-                    return refuse(c, len, Nak::RemoteAccess);
-                }
-                c.resp.push_back(Resp::Read { addr: h.addr, len: want });
-                if c.resp.len() > MAX_RESP {
-                    return Err(End::Protocol);
-                }
-            }
-            Op::FetchAdd | Op::CmpSwap => {
-                if len != 0 {
-                    return Err(End::Protocol);
-                }
-                if !remote_ok(&qp, h.rkey, h.addr, 8, keys::REMOTE_ATOMIC) {
-                    return refuse(c, len, Nak::RemoteAccess);
-                }
-                if h.addr % 8 != 0 {
-                    return refuse(c, len, Nak::InvalidRequest);
-                }
-                // SAFETY: 8 aligned bytes inside a region the consumer registered
-                // for remote atomics (checked above); other atomics on it are ours too.
-                let cell = unsafe { &*(h.addr as *const AtomicU64) };
-                let old = if op == Op::FetchAdd {
-                    cell.fetch_add(h.a, Ordering::SeqCst)
-                } else {
-                    match cell.compare_exchange(h.a, h.b, Ordering::SeqCst, Ordering::SeqCst) {
-                        Ok(v) | Err(v) => v,
-                    }
-                };
-                c.resp.push_back(Resp::Atomic(old));
-            }
-            Op::Ack => {
-                for _ in 0..h.a {
-                    if !qp.on_response(DAT_DTO_SUCCESS, 0) {
-                        return Err(End::Protocol);
-                    }
-                }
-            }
-            Op::Nak => {
-                qp.on_response(Nak::status(h.status), 0);
-                c.set_payload(len, Dest::Discard, Then::Nothing);
-            }
-            Op::ReadResp | Op::AtomicResp => {
-                let Some(w) = qp.awaiting(&mut c.scratch) else { return Err(End::Protocol) };
-                let expect = if op == Op::ReadResp { WOp::Read } else { w.op };
-                if w.op != expect || (op == Op::AtomicResp && !matches!(w.op, WOp::CmpSwap | WOp::FetchAdd)) {
-                    return Err(End::Protocol);
-                }
-                c.segs.clear();
-                for g in &c.scratch {
-                    if g.len > 0 {
-                        c.segs.push((g.addr, g.len as u64));
-                    }
-                }
-                if op == Op::ReadResp && h.flags & F_CMA != 0 {
-                    // Placed by the target already.
-                    if len != 0 || h.a > w.len {
-                        return Err(End::Protocol);
-                    }
-                    qp.on_response(DAT_DTO_SUCCESS, h.a as u32);
-                } else if op == Op::AtomicResp {
-                    let bytes = h.a.to_ne_bytes();
-                    scatter(&c.segs, &bytes);
-                    qp.on_response(DAT_DTO_SUCCESS, 8);
-                    c.set_payload(len, Dest::Discard, Then::Nothing);
-                } else if len > w.len {
-                    c.set_payload(len, Dest::Discard, Then::Nothing);
-                    qp.on_response(DAT_DTO_ERR_LOCAL_LENGTH, 0);
-                } else {
-                    c.set_payload(len, Dest::Segs, Then::ReadDone(h.len));
-                }
-            }
-            _ => return Err(End::Protocol),
-        }
-        Ok(())
+        let Some(qp) = qp else {
+            // Nobody to deliver to: the bytes are dropped, nothing answered.
+            c.set_payload(len, Dest::Discard, Then::Nothing);
+            return Ok(());
+        };
+        let r = on_data(c, &qp, op, h, len);
+        c.qp = Some(qp);
+        r
     }
 
     fn finish_payload(&mut self, token: u64) -> Result<(), End> {
@@ -1431,6 +1333,141 @@ impl Progress {
     }
 }
 
+/// A data frame's header, for the live QP `qp` of its connection.
+fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<(), End> {
+    if h.flags & F_CMA != 0 && matches!(op, Op::Write | Op::WriteImm | Op::ReadReq) {
+        return by_reference(c, qp, op, h);
+    }
+    match op {
+        Op::Send | Op::WriteImm => {
+            if op == Op::WriteImm && !remote_ok(qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
+                return refuse(c, len, Nak::RemoteAccess);
+            }
+            if !qp.take_recv(&mut c.wqe) {
+                c.inp = InState::Stalled(h);
+                return Ok(());
+            }
+            let imm = (h.flags & F_IMM != 0).then_some(h.imm);
+            let solicited = h.flags & F_SOLICITED != 0;
+            if op == Op::WriteImm {
+                write_segs(c, h.addr, len);
+                let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::RecvRdmaWithImm, solicited };
+                c.set_payload(len, Dest::Segs, then);
+                return Ok(());
+            }
+            c.segs.clear();
+            let mut room = 0u64;
+            let mut prot = false;
+            for g in &c.wqe.sges {
+                if g.len == 0 {
+                    continue;
+                }
+                match c.keys.local(g.key) {
+                    Some(r) if r.allows(g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) => c.segs.push((g.addr, g.len as u64)),
+                    _ => prot = true,
+                }
+                room += g.len as u64;
+            }
+            if prot || len > room {
+                // The receiver's error, and the sender's: both QPs fail.
+                let (mine, theirs) = if prot {
+                    (DAT_DTO_ERR_LOCAL_PROTECTION, Nak::RemoteOp)
+                } else {
+                    (DAT_DTO_ERR_LOCAL_LENGTH, Nak::InvalidRequest)
+                };
+                qp.complete_recv(c.wqe.wr_id, mine, CompletionKind::Recv, 0, None, 0, false);
+                refuse(c, len, theirs)?;
+                qp.fail();
+                return Ok(());
+            }
+            let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::Recv, solicited };
+            c.set_payload(len, Dest::Segs, then);
+        }
+        Op::Write => {
+            if !remote_ok(qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
+                return refuse(c, len, Nak::RemoteAccess);
+            }
+            write_segs(c, h.addr, len);
+            c.set_payload(len, Dest::Segs, Then::Ack);
+        }
+        Op::ReadReq => {
+            let want = h.a;
+            if len != 0 || want > super::device::MAX_MSG as u64 || !remote_ok(qp, h.rkey, h.addr, want, keys::REMOTE_READ) {
+                return refuse(c, len, Nak::RemoteAccess);
+            }
+            c.resp.push_back(Resp::Read { addr: h.addr, len: want });
+            if c.resp.len() > MAX_RESP {
+                return Err(End::Protocol);
+            }
+        }
+        Op::FetchAdd | Op::CmpSwap => {
+            if len != 0 {
+                return Err(End::Protocol);
+            }
+            if !remote_ok(qp, h.rkey, h.addr, 8, keys::REMOTE_ATOMIC) {
+                return refuse(c, len, Nak::RemoteAccess);
+            }
+            if h.addr % 8 != 0 {
+                return refuse(c, len, Nak::InvalidRequest);
+            }
+            // SAFETY: 8 aligned bytes inside a region the consumer registered
+            // for remote atomics (checked above); other atomics on it are ours too.
+            let cell = unsafe { &*(h.addr as *const AtomicU64) };
+            let old = if op == Op::FetchAdd {
+                cell.fetch_add(h.a, Ordering::SeqCst)
+            } else {
+                match cell.compare_exchange(h.a, h.b, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(v) | Err(v) => v,
+                }
+            };
+            c.resp.push_back(Resp::Atomic(old));
+        }
+        Op::Ack => {
+            for _ in 0..h.a {
+                if !qp.on_response(DAT_DTO_SUCCESS, 0) {
+                    return Err(End::Protocol);
+                }
+            }
+        }
+        Op::Nak => {
+            qp.on_response(Nak::status(h.status), 0);
+            c.set_payload(len, Dest::Discard, Then::Nothing);
+        }
+        Op::ReadResp | Op::AtomicResp => {
+            let Some(w) = qp.awaiting(&mut c.scratch) else { return Err(End::Protocol) };
+            let expect = if op == Op::ReadResp { WOp::Read } else { w.op };
+            if w.op != expect || (op == Op::AtomicResp && !matches!(w.op, WOp::CmpSwap | WOp::FetchAdd)) {
+                return Err(End::Protocol);
+            }
+            c.segs.clear();
+            for g in &c.scratch {
+                if g.len > 0 {
+                    c.segs.push((g.addr, g.len as u64));
+                }
+            }
+            if op == Op::ReadResp && h.flags & F_CMA != 0 {
+                // Placed by the target already.
+                if len != 0 || h.a > w.len {
+                    return Err(End::Protocol);
+                }
+                qp.on_response(DAT_DTO_SUCCESS, h.a as u32);
+            } else if op == Op::AtomicResp {
+                let bytes = h.a.to_ne_bytes();
+                scatter(&c.segs, &bytes);
+                qp.on_response(DAT_DTO_SUCCESS, 8);
+                c.set_payload(len, Dest::Discard, Then::Nothing);
+            } else if len > w.len {
+                c.set_payload(len, Dest::Discard, Then::Nothing);
+                qp.on_response(DAT_DTO_ERR_LOCAL_LENGTH, 0);
+            } else {
+                c.set_payload(len, Dest::Segs, Then::ReadDone(h.len));
+            }
+        }
+        _ => return Err(End::Protocol),
+    }
+    Ok(())
+}
+
 /// A doorbell we skipped whose bytes the peer has still not taken after
 /// `OVERDUE_NS` (at `now`; u64::MAX: at once) is rung after all. The time
 /// runs from the skip or from the reader's last progress, whichever is
@@ -1486,6 +1523,7 @@ impl Engine for Progress {
     fn consumer_pass(&mut self, polling: bool) -> bool {
         if polling {
             self.passes = self.passes.wrapping_add(1);
+            self.shared.passes.store(self.passes, Ordering::Relaxed);
             self.poller = true;
         }
         let frames = self.frames;
@@ -1572,6 +1610,7 @@ impl Engine for Progress {
         });
         if poller {
             self.passes = self.passes.wrapping_add(1);
+            self.shared.passes.store(self.passes, Ordering::Relaxed);
         }
         self.guarded(token, |p| p.pump(token, retry_stall, read));
         self.hand_back();
@@ -1600,8 +1639,9 @@ impl Engine for Progress {
         self.hand_back();
     }
 
-    fn before_sleep(&mut self) -> (i32, i32) {
-        self.sleep_plan()
+    fn before_sleep(&mut self) -> (i32, i32, bool) {
+        let (on, timeout) = self.sleep_plan();
+        (on, timeout, on == self.epq && timeout == TICK_MS && self.next_deadline() < 0)
     }
 
     fn turn(&mut self, epfd: i32, events: &[libc::epoll_event]) {
