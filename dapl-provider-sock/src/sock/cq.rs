@@ -3,22 +3,23 @@
 //! consumer's poll reads directly, and an eventfd that turns readable when
 //! the queue is armed and a completion arrives.
 
-use super::device::{Shared, lock};
+use super::device::Shared;
 use super::eventfd::{drain, eventfd, signal};
+use super::spin::SpinLock;
 use super::tune;
 use dapl_core::backend::{AsyncEvent, Completion, CqOps};
 use dat_abi::*;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const DISARMED: u8 = 0;
 const ANY: u8 = 1;
 const SOLICITED: u8 = 2;
 
 pub struct CqInner {
-    ring: Mutex<VecDeque<Completion>>,
+    ring: SpinLock<VecDeque<Completion>>,
     /// Entries in the ring, so an empty poll takes no lock.
     count: AtomicUsize,
     depth: AtomicUsize,
@@ -42,7 +43,7 @@ impl CqInner {
         // `arm` sets it: the lock orders the two, so no fence (a locked
         // instruction) is needed beside it, and `count` is a plain store.
         let fire = {
-            let mut r = lock(&self.ring);
+            let mut r = self.ring.lock();
             if r.len() >= self.depth.load(Ordering::Acquire) {
                 drop(r);
                 if !self.broken.swap(true, Ordering::AcqRel) {
@@ -96,7 +97,7 @@ impl Cq {
     pub fn create(shared: &Arc<Shared>, depth: i32) -> io::Result<Cq> {
         let depth = depth.max(1) as usize;
         Ok(Cq(Arc::new(CqInner {
-            ring: Mutex::new(VecDeque::with_capacity(depth.min(1 << 16))),
+            ring: SpinLock::new(VecDeque::with_capacity(depth.min(1 << 16))),
             count: AtomicUsize::new(0),
             depth: AtomicUsize::new(depth),
             armed: AtomicU8::new(DISARMED),
@@ -120,7 +121,7 @@ impl CqOps for Cq {
                 return false;
             }
         }
-        let mut r = lock(&self.0.ring);
+        let mut r = self.0.ring.lock();
         match r.pop_front() {
             Some(c) => {
                 self.0.count.store(r.len(), Ordering::Release);
@@ -145,7 +146,7 @@ impl CqOps for Cq {
         }
         // Under the ring's lock, as `push` reads it (see there).
         {
-            let _r = lock(&self.0.ring);
+            let _r = self.0.ring.lock();
             self.0.armed.store(if solicited_only { SOLICITED } else { ANY }, Ordering::Relaxed);
         }
         // The consumer will sleep: peers must ring doorbells again.
@@ -163,7 +164,7 @@ impl CqOps for Cq {
 
     fn resize(&self, depth: i32) -> bool {
         let depth = depth.max(1) as usize;
-        let r = lock(&self.0.ring);
+        let r = self.0.ring.lock();
         if depth < r.len() {
             return false;
         }

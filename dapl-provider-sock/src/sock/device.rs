@@ -8,6 +8,7 @@ use super::Sock;
 use super::cm::{self, Events, Id};
 use super::eventfd::{Doorbell, eventfd, signal};
 use super::progress::{self, Cmd};
+use super::spin::SpinLock;
 use dapl_core::backend::{AsyncEvent, AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
 use dat_abi::status::error;
 use dat_abi::*;
@@ -16,7 +17,7 @@ use std::ffi::CStr;
 use std::io;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// SGEs per request: the core's own ceiling.
@@ -75,7 +76,7 @@ pub struct Shared {
     /// The socket engine: the progress thread holds it except while it
     /// sleeps; a consumer only ever tries for it, so neither waits on the
     /// other. None before the thread starts and once it stopped.
-    pub engine: Mutex<Option<Box<dyn Engine>>>,
+    pub engine: SpinLock<Option<Box<dyn Engine>>>,
     /// A consumer went to sleep while the engine was busy: the thread
     /// turns doorbells on before it sleeps.
     pub quiet: AtomicBool,
@@ -99,11 +100,7 @@ impl Shared {
     /// Runs `f` on the engine if nobody holds it. false: busy or gone.
     #[inline]
     pub fn try_engine(&self, f: impl FnOnce(&mut dyn Engine)) -> bool {
-        let mut g = match self.engine.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::WouldBlock) => return false,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        };
+        let Some(mut g) = self.engine.try_lock() else { return false };
         match g.as_mut() {
             Some(e) => {
                 f(&mut **e);
@@ -296,7 +293,7 @@ impl Device {
             ev_fd: eventfd().map_err(fail)?,
             stop: AtomicBool::new(false),
             ports: Mutex::new(std::collections::HashMap::new()),
-            engine: Mutex::new(None),
+            engine: SpinLock::new(None),
             quiet: AtomicBool::new(false),
             passes: AtomicU64::new(0),
         });

@@ -46,6 +46,7 @@ pub mod qp;
 pub mod role;
 pub mod shm;
 pub mod slab;
+pub mod spin;
 pub mod srq;
 pub mod tail;
 pub mod tune;

@@ -160,6 +160,60 @@ pub(super) fn request_header(w: &Wqe) -> Hdr {
     h
 }
 
+/// After bytes went into the peer's ring: its doorbell, if it needs one.
+fn bell(c: &mut Conn) {
+    let Some(m) = &c.shm else { return };
+    match m.tx.bell() {
+        // The thread has no later pass to look again from: it rings.
+        shm::Bell::Ring => shm::ring_bell(c.fd),
+        shm::Bell::Skipped if on_progress_thread() => shm::ring_bell(c.fd),
+        shm::Bell::Skipped if c.skipped_at == 0 => {
+            c.skipped_head = m.tx.head();
+            c.skipped_tail = m.tx.tail();
+            c.skipped_at = clock::now_ns();
+        }
+        shm::Bell::Skipped => c.skipped_head = m.tx.head(),
+        shm::Bell::No => {}
+    }
+}
+
+/// A post's way out on the on-node path when nothing else is going out
+/// on the connection: the request's frame goes straight into the peer's
+/// ring, its header from the stack and its payload from its segments,
+/// without the general frame machinery (`next_frame`, `send_frame`; about
+/// a third of a post's instructions). Some(true): sent. Some(false): taken,
+/// and set up as the connection's current frame for the general path (no
+/// room in the ring, or a by-reference transfer). None: nothing taken.
+pub(super) fn quick_send(c: &mut Conn) -> Option<bool> {
+    if !c.shm_out || c.phase != Phase::Open || c.disc_sent || c.out.active || !c.ctl.is_empty() || !c.resp.is_empty() || c.shm.is_none() {
+        return None;
+    }
+    c.out.ctl = None;
+    c.out.pre_len = 0;
+    let w = c.take_request()?;
+    let by_reference = c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= tune::cma_min();
+    let need = HDR + w.len as usize;
+    let inline = matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) && !by_reference;
+    if let (true, Some(m)) = (inline, &c.shm) {
+        if m.tx.room(need) >= need {
+            let mut hdr = [0u8; HDR];
+            request_header(&w).encode(&mut hdr);
+            // SAFETY: our header, then local segments checked against their
+            // keys when the request was taken; the room for all is there.
+            unsafe {
+                m.tx.push(hdr.as_ptr(), HDR);
+                for &(a, l) in &c.out.segs {
+                    m.tx.push(a as *const u8, l as usize);
+                }
+            }
+            bell(c);
+            return Some(true);
+        }
+    }
+    request_frame(c, &w);
+    Some(false)
+}
+
 /// Writes what it can of the current frame. true: the frame is out.
 pub(super) fn send_frame(c: &mut Conn) -> Result<bool, End> {
     // Not zeroed: only the first `k` are set and read (a zeroed array of
@@ -216,18 +270,7 @@ pub(super) fn send_frame(c: &mut Conn) -> Result<bool, End> {
             }
         }
         if n > 0 {
-            match m.tx.bell() {
-                // The thread has no later pass to look again from: it rings.
-                shm::Bell::Ring => shm::ring_bell(c.fd),
-                shm::Bell::Skipped if on_progress_thread() => shm::ring_bell(c.fd),
-                shm::Bell::Skipped if c.skipped_at == 0 => {
-                    c.skipped_at = clock::now_ns();
-                    c.skipped_head = m.tx.head();
-                    c.skipped_tail = m.tx.tail();
-                }
-                shm::Bell::Skipped => c.skipped_head = m.tx.head(),
-                shm::Bell::No => {}
-            }
+            bell(c);
         }
         c.out.pos += n;
         if c.out.pos >= c.out.total {

@@ -40,7 +40,7 @@ use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
 use super::device::{Engine, Shared, lock};
 use super::inbound::{by_reference, fill, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
-use super::outbound::{add_trailer, next_frame, send_frame};
+use super::outbound::{add_trailer, next_frame, quick_send, send_frame};
 use super::qp::{QpInner, RTS, WOp};
 use super::role;
 use super::shm::{self, Shm};
@@ -108,7 +108,7 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: BELL };
     // SAFETY: the doorbell in the quiet set too.
     unsafe { libc::epoll_ctl(epq, libc::EPOLL_CTL_ADD, p.shared.bell.fd(), &mut ev) };
-    *lock(&shared.engine) = Some(Box::new(p));
+    *shared.engine.lock() = Some(Box::new(p));
     let r = std::thread::Builder::new().name("daplsock-progress".into()).spawn({
         let shared = shared.clone();
         move || {
@@ -118,7 +118,7 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     });
     if r.is_err() {
         // Nobody will run it: drop it (and its hold on `shared`) now.
-        if let Some(mut p) = lock(&shared.engine).take() {
+        if let Some(mut p) = shared.engine.lock().take() {
             p.shutdown();
         }
     }
@@ -134,7 +134,7 @@ fn run(shared: &Shared) {
     while !shared.stop.load(Ordering::Acquire) {
         let (on, timeout) = match ticking {
             Some((on, timeout, _)) => (on, timeout),
-            None => match lock(&shared.engine).as_mut() {
+            None => match shared.engine.lock().as_mut() {
                 Some(e) => {
                     let (on, timeout, tick) = e.before_sleep();
                     if tick {
@@ -163,11 +163,11 @@ fn run(shared: &Shared) {
             }
         }
         ticking = None;
-        if let Some(e) = lock(&shared.engine).as_mut() {
+        if let Some(e) = shared.engine.lock().as_mut() {
             e.turn(on, &events[..n.max(0) as usize]);
         }
     }
-    let engine = lock(&shared.engine).take();
+    let engine = shared.engine.lock().take();
     if let Some(mut e) = engine {
         e.shutdown();
     }
@@ -1423,10 +1423,8 @@ fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<
             c.resp.push_back(Resp::Atomic(old));
         }
         Op::Ack => {
-            for _ in 0..h.a {
-                if !qp.on_response(DAT_DTO_SUCCESS, 0) {
-                    return Err(End::Protocol);
-                }
+            if !qp.on_acks(h.a) {
+                return Err(End::Protocol);
             }
         }
         Op::Nak => {
@@ -1602,17 +1600,27 @@ impl Engine for Progress {
         // per few messages each way (msg_rate: about one system call per
         // ten messages).
         let poller = self.poller;
-        let read = self.conns.get(&token).is_some_and(|c| {
-            if let (true, true, Some(m)) = (poller, c.shm_in, &c.shm) {
-                m.rx.polled(clock::ticks());
-            }
-            c.shm_in || retry_stall || c.end > c.start
-        });
         if poller {
             self.passes = self.passes.wrapping_add(1);
             self.shared.passes.store(self.passes, Ordering::Relaxed);
         }
-        self.guarded(token, |p| p.pump(token, retry_stall, read));
+        self.guarded(token, |p| {
+            let Some(c) = p.conns.get_mut(&token) else { return };
+            if let (true, true, Some(m)) = (poller, c.shm_in, &c.shm) {
+                m.rx.polled(clock::ticks());
+            }
+            let read = c.shm_in || retry_stall || c.end > c.start;
+            // On the on-node path a lone request goes out at once; the
+            // ring's input waits for the consumer's next pass, which is
+            // where it looks for what came back anyway.
+            if !retry_stall && quick_send(c) == Some(true) {
+                p.frames = p.frames.wrapping_add(1);
+                if c.live_qp().is_none_or(|q| q.unsent.load(Ordering::Acquire) == 0) {
+                    return;
+                }
+            }
+            p.pump(token, retry_stall, read);
+        });
         self.hand_back();
     }
 

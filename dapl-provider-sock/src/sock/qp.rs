@@ -15,6 +15,7 @@ use super::cq::{Cq, CqInner};
 use super::device::{MAX_SGE, Shared, lock};
 use super::keys::{self, Mw, Pd, Region};
 use super::progress::Cmd;
+use super::spin::SpinLock;
 use super::srq::{RecvRing, RecvWqe, Srq, SrqInner};
 use dapl_core::backend::{Completion, CompletionKind, MwOps, QpCaps, QpOps, SendOp, SendRequest, WindowTarget};
 use dat_abi::*;
@@ -165,8 +166,8 @@ pub struct QpInner {
     pub context: usize,
     pub ud: bool,
     pub state: AtomicU8,
-    pub sq: Mutex<SendQueue>,
-    pub rq: Mutex<RecvRing>,
+    pub sq: SpinLock<SendQueue>,
+    pub rq: SpinLock<RecvRing>,
     pub send_sge: usize,
     /// Bumped by reset: a connection bound before no longer feeds this QP.
     pub epoch: AtomicU32,
@@ -216,10 +217,10 @@ impl QpInner {
     pub fn fail(&self) {
         self.state.store(ERROR, Ordering::Release);
         {
-            let mut sq = lock(&self.sq);
+            let mut sq = self.sq.lock();
             self.flush_sq(&mut sq);
         }
-        let mut rq = lock(&self.rq);
+        let mut rq = self.rq.lock();
         let mut w = RecvWqe::default();
         while rq.pop(&mut w) {
             self.complete_recv(w.wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::Recv, 0, None, 0, false);
@@ -265,7 +266,7 @@ impl QpInner {
     /// false when nothing awaits one (a broken peer).
     pub fn on_response(&self, status: DAT_DTO_COMPLETION_STATUS, byte_len: u32) -> bool {
         let failed = {
-            let mut sq = lock(&self.sq);
+            let mut sq = self.sq.lock();
             if self.is(ERROR) {
                 return true;
             }
@@ -292,9 +293,41 @@ impl QpInner {
         true
     }
 
+    /// A cumulative ACK for the `n` oldest transmitted requests, under one
+    /// taking of the queue's lock (msg_rate's ACKs count dozens). false: it
+    /// acknowledges more than awaits one (a broken peer).
+    pub fn on_acks(&self, n: u64) -> bool {
+        let mut sq = self.sq.lock();
+        if self.is(ERROR) {
+            return true;
+        }
+        for _ in 0..n {
+            self.retire(&mut sq);
+            if self.is(ERROR) {
+                // A request that failed locally reached the front.
+                break;
+            }
+            if sq.done >= sq.sent || sq.wqe(sq.done).state != AWAIT {
+                return false;
+            }
+            let w = *sq.wqe(sq.done);
+            sq.done += 1;
+            self.complete_send(&w, DAT_DTO_SUCCESS, 0);
+        }
+        if !self.is(ERROR) {
+            self.retire(&mut sq);
+        }
+        let failed = self.is(ERROR);
+        drop(sq);
+        if failed {
+            self.fail();
+        }
+        true
+    }
+
     /// The oldest request awaiting a response, if it is of `op`: its SGEs.
     pub fn awaiting(&self, out: &mut Vec<Sge>) -> Option<Wqe> {
-        let mut sq = lock(&self.sq);
+        let mut sq = self.sq.lock();
         self.retire(&mut sq);
         if sq.done >= sq.sent {
             return None;
@@ -314,7 +347,7 @@ impl QpInner {
         if self.unsent.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let mut sq = lock(&self.sq);
+        let mut sq = self.sq.lock();
         let w = loop {
             if !self.is(RTS) || sq.halted || sq.sent >= sq.head {
                 return None;
@@ -381,7 +414,7 @@ impl QpInner {
     pub fn take_recv(&self, out: &mut RecvWqe) -> bool {
         let pop = |out: &mut RecvWqe| match &self.srq {
             Some(s) => s.take(out),
-            None => lock(&self.rq).pop(out),
+            None => self.rq.lock().pop(out),
         };
         if pop(out) {
             return true;
@@ -461,8 +494,8 @@ impl Qp {
             context: context as usize,
             ud: caps.datagram,
             state: AtomicU8::new(RESET),
-            sq: Mutex::new(SendQueue::new(depth(caps.send_wr), caps.send_sge.max(1) as usize)),
-            rq: Mutex::new(RecvRing::new(if srq.is_some() { 1 } else { depth(caps.recv_wr) }, caps.recv_sge.max(1) as usize)),
+            sq: SpinLock::new(SendQueue::new(depth(caps.send_wr), caps.send_sge.max(1) as usize)),
+            rq: SpinLock::new(RecvRing::new(if srq.is_some() { 1 } else { depth(caps.recv_wr) }, caps.recv_sge.max(1) as usize)),
             send_sge: caps.send_sge.max(1) as usize,
             epoch: AtomicU32::new(0),
             starved: AtomicBool::new(false),
@@ -505,7 +538,7 @@ impl Qp {
         let q = &*self.0;
         match q.state.load(Ordering::Acquire) {
             RTS => {
-                let mut sq = lock(&q.sq);
+                let mut sq = q.sq.lock();
                 // fail() marks the QP before it flushes under this lock: a
                 // post that got here after that flush must not be left in a
                 // queue nobody will send or flush again.
@@ -555,13 +588,13 @@ impl QpOps<Sock> for Qp {
         q.state.store(RESET, Ordering::Release);
         q.epoch.fetch_add(1, Ordering::AcqRel);
         {
-            let mut sq = lock(&q.sq);
+            let mut sq = q.sq.lock();
             sq.done = sq.head;
             sq.sent = sq.head;
             sq.halted = false;
             q.unsent.store(0, Ordering::Release);
         }
-        lock(&q.rq).clear();
+        q.rq.lock().clear();
         q.starved.store(false, Ordering::Release);
         q.conn.store(0, Ordering::Release);
         self.prepare()
@@ -620,7 +653,7 @@ impl QpOps<Sock> for Qp {
             }
             _ => {}
         }
-        let mut rq = lock(&q.rq);
+        let mut rq = q.rq.lock();
         // As for sends: a flush that ran before we took the lock will not run again.
         if q.state.load(Ordering::Acquire) == ERROR {
             drop(rq);
@@ -629,7 +662,10 @@ impl QpOps<Sock> for Qp {
         }
         rq.push(wr_id, sges)?;
         drop(rq);
-        if q.starved.swap(false, Ordering::SeqCst) {
+        // A plain load first (the swap is a locked instruction): a taker
+        // that flagged it did so before its last look under this queue's
+        // lock, so our push either was in that look or sees the flag.
+        if q.starved.load(Ordering::Acquire) && q.starved.swap(false, Ordering::SeqCst) {
             q.shared.drive(q.conn.load(Ordering::Acquire), true);
         }
         Ok(())

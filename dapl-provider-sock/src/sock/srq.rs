@@ -2,14 +2,15 @@
 //! and the shared receive queue with its limit event.
 
 use super::Sock;
-use super::device::{Shared, lock};
+use super::device::Shared;
 use super::keys::Pd;
 use super::qp::Sge;
+use super::spin::SpinLock;
 use dapl_core::backend::{AsyncEvent, SrqOps};
 use dat_abi::*;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One posted receive, as the progress thread takes it.
 #[derive(Default)]
@@ -94,7 +95,7 @@ impl RecvRing {
 }
 
 pub struct SrqInner {
-    ring: Mutex<RecvRing>,
+    ring: SpinLock<RecvRing>,
     /// Armed limit (0: disarmed): falling below it raises the limit event once.
     limit: AtomicU32,
     context: AtomicUsize,
@@ -105,7 +106,7 @@ pub struct SrqInner {
 impl SrqInner {
     pub fn take(&self, out: &mut RecvWqe) -> bool {
         let (got, left) = {
-            let mut r = lock(&self.ring);
+            let mut r = self.ring.lock();
             (r.pop(out), r.len())
         };
         let limit = self.limit.load(Ordering::Acquire);
@@ -124,7 +125,7 @@ impl Srq {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         Ok(Srq(Arc::new(SrqInner {
-            ring: Mutex::new(RecvRing::new(max_wr.max(1) as usize, max_sge.max(1) as usize)),
+            ring: SpinLock::new(RecvRing::new(max_wr.max(1) as usize, max_sge.max(1) as usize)),
             limit: AtomicU32::new(limit),
             context: AtomicUsize::new(0),
             starved: AtomicBool::new(false),
@@ -136,8 +137,9 @@ impl Srq {
 impl SrqOps<Sock> for Srq {
     #[inline]
     fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<(), i32> {
-        lock(&self.0.ring).push(wr_id, sges)?;
-        if self.0.starved.swap(false, Ordering::SeqCst) {
+        self.0.ring.lock().push(wr_id, sges)?;
+        // A plain load first, as for a QP's receive queue.
+        if self.0.starved.load(Ordering::Acquire) && self.0.starved.swap(false, Ordering::SeqCst) {
             self.0.shared.kick();
         }
         Ok(())
@@ -148,7 +150,7 @@ impl SrqOps<Sock> for Srq {
     }
 
     fn resize(&self, max_wr: u32) -> io::Result<()> {
-        let mut r = lock(&self.0.ring);
+        let mut r = self.0.ring.lock();
         match r.resized(max_wr.max(1) as usize) {
             Some(n) => {
                 *r = n;
@@ -161,7 +163,7 @@ impl SrqOps<Sock> for Srq {
     fn set_limit(&self, limit: u32) -> io::Result<()> {
         self.0.limit.store(limit, Ordering::Release);
         // Already below the new limit: verbs raises the event at once.
-        let left = lock(&self.0.ring).len() as u32;
+        let left = self.0.ring.lock().len() as u32;
         if limit > 0 && left < limit && self.0.limit.swap(0, Ordering::AcqRel) != 0 {
             self.0.shared.post_async(AsyncEvent::SrqLimitReached { context: self.0.context.load(Ordering::Acquire) });
         }
