@@ -378,17 +378,19 @@ impl QpInner {
             };
             segs.clear();
             let mut ok = true;
-            let mut cache = sq.keys;
-            for g in sq.sges(i) {
+            // The fields apart: the key cache is used in place, not copied
+            // out and back (its 48 bytes each way, every request).
+            let q = &mut *sq;
+            let base = s * q.nsge;
+            for g in &q.sges[base..base + q.wqes[s].nsge as usize] {
                 if g.len == 0 {
                     continue;
                 }
-                match cache.local(g.key) {
+                match q.keys.local(g.key) {
                     Some(r) if r.allows(g.addr, g.len as u64, need, self.pd) => segs.push((g.addr, g.len as u64)),
                     _ => ok = false,
                 }
             }
-            sq.keys = cache;
             let atomic = matches!(sq.wqes[s].op, WOp::CmpSwap | WOp::FetchAdd);
             if atomic && segs.iter().map(|s| s.1).sum::<u64>() < 8 {
                 ok = false;
