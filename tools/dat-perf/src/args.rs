@@ -27,6 +27,9 @@ the server takes each test's parameters from it.
   --min-iters N         floor for --iter-bytes (default 100)
   --warmup N, -w N      untimed iterations first (default 100)
   --window N            operations in flight for bandwidth and message rate (default 64)
+  --signal N            in those streams, a completion for every N-th post only, the
+                        rest posted with DAT_COMPLETION_SUPPRESS_FLAG (like perftest's
+                        --cq-mod); 1 to --window (default 1: every post signaled)
   --mode poll|wait      reap completions with dat_evd_dequeue (default) or dat_evd_wait
   --depth N             send/receive queue depth of the endpoint (default 512)
   --timeout SECS        longest wait for any one completion or connection (default 30)
@@ -170,6 +173,8 @@ pub struct Args {
     pub min_iters: u64,
     pub warmup: u64,
     pub window: u32,
+    /// Every how many stream posts one is signaled (the others suppressed).
+    pub signal: u32,
     pub mode: Mode,
     pub depth: u32,
     pub timeout_s: u64,
@@ -191,6 +196,7 @@ impl Default for Args {
             min_iters: 100,
             warmup: 100,
             window: 64,
+            signal: 1,
             mode: Mode::Poll,
             depth: 512,
             timeout_s: 30,
@@ -297,6 +303,7 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Cmd, String> {
             "--min-iters" => a.min_iters = parse_num(&flag, &value()?)?,
             "--warmup" | "-w" => a.warmup = parse_num(&flag, &value()?)?,
             "--window" => a.window = parse_num(&flag, &value()?)?,
+            "--signal" => a.signal = parse_num(&flag, &value()?)?,
             "--depth" => a.depth = parse_num(&flag, &value()?)?,
             "--timeout" => a.timeout_s = parse_num(&flag, &value()?)?,
             "--mode" => {
@@ -330,6 +337,11 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Cmd, String> {
     }
     if a.window == 0 {
         return Err("--window must be at least 1".into());
+    }
+    // Past the window a full window could hold no signaled post, and the
+    // stream would wait for a completion that never comes.
+    if a.signal == 0 || a.signal > a.window {
+        return Err(format!("--signal must be between 1 and the window ({}), got {}", a.window, a.signal));
     }
     if a.depth < 16 {
         return Err("--depth must be at least 16".into());
@@ -395,6 +407,20 @@ mod tests {
         assert_eq!(a.sizes, Some(vec![1, 4096]));
         assert_eq!((a.iters, a.warmup, a.window, a.mode, a.json), (50, 5, 16, Mode::Wait, true));
         assert_eq!(a.sizes_for(Test::MsgRate), vec![1, 4096]);
+    }
+
+    #[test]
+    fn signal() {
+        assert_eq!(run(&["--ia", "x"]).unwrap().signal, 1);
+        let a = run(&["--ia", "x", "--signal", "16"]).unwrap();
+        assert_eq!((a.signal, a.window), (16, 64));
+        assert_eq!(run(&["--ia", "x", "--signal=64"]).unwrap().signal, 64);
+        assert_eq!(run(&["--ia", "x", "--window", "8", "--signal", "8"]).unwrap().signal, 8);
+        let e = run(&["--ia", "x", "--window", "64", "--signal", "100"]).unwrap_err();
+        assert!(e.contains("--signal must be between 1 and the window (64), got 100"), "{e}");
+        assert!(run(&["--ia", "x", "--signal", "0"]).unwrap_err().contains("--signal"));
+        assert!(run(&["--ia", "x", "--signal", "-1"]).unwrap_err().contains("not a valid number"));
+        assert!(run(&["--ia", "x", "--signal"]).unwrap_err().contains("needs a value"));
     }
 
     #[test]

@@ -48,6 +48,24 @@ impl Kind {
     }
 }
 
+/// How a data operation is posted: `seq` goes in the cookie's slot bits, so
+/// a signaled completion tells which post of a stream it closes; an
+/// unsignaled post is reported only if it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Post {
+    pub seq: u32,
+    pub signaled: bool,
+}
+
+impl Post {
+    /// For tests that reap every operation and ignore which one it was.
+    pub const EACH: Post = Post { seq: 0, signaled: true };
+
+    fn flags(self) -> DAT_COMPLETION_FLAGS {
+        if self.signaled { DAT_COMPLETION_DEFAULT_FLAG } else { DAT_COMPLETION_SUPPRESS_FLAG }
+    }
+}
+
 /// Control slots: receives in 0..RECV_SLOTS, sends after them. At most three
 /// control receives and two control sends are ever outstanding.
 const RECV_SLOTS: usize = 8;
@@ -346,7 +364,7 @@ impl<'a> Session<'a> {
     pub fn flush_ctrl_sends(&mut self) -> Result<(), String> {
         while self.ctrl_send_done < self.ctrl_sent {
             let ev = self.event(true, true)?.expect("blocking");
-            if let Kind::RecvData | Kind::SendData | Kind::Write | Kind::Read = self.classify(&ev)? {
+            if let (Kind::RecvData | Kind::SendData | Kind::Write | Kind::Read, _) = self.classify(&ev)? {
                 self.strays += 1;
             }
         }
@@ -361,28 +379,28 @@ impl<'a> Session<'a> {
         self.dat.check(r, "dat_ep_post_recv")
     }
 
-    pub fn post_send(&mut self, size: u64) -> Result<(), String> {
+    pub fn post_send(&mut self, size: u64, p: Post) -> Result<(), String> {
         let mut iov = self.data_triplet(self.area, size);
         // SAFETY: within our registered data buffer.
-        let r = unsafe { (self.dat.ep_post_send)(self.ep, 1, &mut iov, Kind::SendData.cookie(0), DAT_COMPLETION_DEFAULT_FLAG) };
+        let r = unsafe { (self.dat.ep_post_send)(self.ep, 1, &mut iov, Kind::SendData.cookie(p.seq as usize), p.flags()) };
         self.dat.check(r, "dat_ep_post_send")
     }
 
     /// Our source area to the peer's target area.
-    pub fn post_write(&mut self, size: u64) -> Result<(), String> {
+    pub fn post_write(&mut self, size: u64, p: Post) -> Result<(), String> {
         let mut iov = self.data_triplet(self.area, size);
         let remote = DAT_RMR_TRIPLET { virtual_address: self.peer.addr, segment_length: size as DAT_SEG_LENGTH, rmr_context: self.peer.rkey };
         // SAFETY: local range registered; the remote range is the peer's advertised target area.
-        let r = unsafe { (self.dat.ep_post_rdma_write)(self.ep, 1, &mut iov, Kind::Write.cookie(0), &remote, DAT_COMPLETION_DEFAULT_FLAG) };
+        let r = unsafe { (self.dat.ep_post_rdma_write)(self.ep, 1, &mut iov, Kind::Write.cookie(p.seq as usize), &remote, p.flags()) };
         self.dat.check(r, "dat_ep_post_rdma_write")
     }
 
     /// The peer's target area into ours.
-    pub fn post_read(&mut self, size: u64) -> Result<(), String> {
+    pub fn post_read(&mut self, size: u64, p: Post) -> Result<(), String> {
         let mut iov = self.data_triplet(0, size);
         let remote = DAT_RMR_TRIPLET { virtual_address: self.peer.addr, segment_length: size as DAT_SEG_LENGTH, rmr_context: self.peer.rkey };
         // SAFETY: local range registered; the remote range is the peer's advertised target area.
-        let r = unsafe { (self.dat.ep_post_rdma_read)(self.ep, 1, &mut iov, Kind::Read.cookie(0), &remote, DAT_COMPLETION_DEFAULT_FLAG) };
+        let r = unsafe { (self.dat.ep_post_rdma_read)(self.ep, 1, &mut iov, Kind::Read.cookie(p.seq as usize), &remote, p.flags()) };
         self.dat.check(r, "dat_ep_post_rdma_read")
     }
 
@@ -459,7 +477,7 @@ impl<'a> Session<'a> {
 
     /// Classifies a completion, checks its status, files control messages
     /// and keeps the receive plan topped up.
-    fn classify(&mut self, ev: &DAT_EVENT) -> Result<Kind, String> {
+    fn classify(&mut self, ev: &DAT_EVENT) -> Result<(Kind, usize), String> {
         if ev.event_number != DAT_DTO_COMPLETION_EVENT {
             return Err(format!("unexpected event {:#x} on the DTO EVD", ev.event_number));
         }
@@ -484,16 +502,21 @@ impl<'a> Session<'a> {
             Kind::CtrlSend => self.ctrl_send_done += 1,
             _ => {}
         }
-        Ok(kind)
+        Ok((kind, slot))
     }
 
     /// The next data completion (control ones are filed on the way).
     pub fn next_data(&mut self) -> Result<Kind, String> {
+        self.next_data_seq().map(|(k, _)| k)
+    }
+
+    /// The next data completion and the `seq` of the post it completes.
+    pub fn next_data_seq(&mut self) -> Result<(Kind, u32), String> {
         loop {
             let ev = self.event(true, false)?.expect("blocking");
             match self.classify(&ev)? {
-                Kind::CtrlRecv | Kind::CtrlSend => continue,
-                k => return Ok(k),
+                (Kind::CtrlRecv | Kind::CtrlSend, _) => continue,
+                (k, seq) => return Ok((k, seq as u32)),
             }
         }
     }
@@ -501,7 +524,7 @@ impl<'a> Session<'a> {
     /// A data completion if one is queued.
     pub fn poll_data(&mut self) -> Result<Option<Kind>, String> {
         while let Some(ev) = self.event(false, false)? {
-            match self.classify(&ev)? {
+            match self.classify(&ev)?.0 {
                 Kind::CtrlRecv | Kind::CtrlSend => continue,
                 k => return Ok(Some(k)),
             }
@@ -516,7 +539,7 @@ impl<'a> Session<'a> {
                 return Ok(c);
             }
             let ev = self.event(true, true)?.expect("blocking");
-            match self.classify(&ev)? {
+            match self.classify(&ev)?.0 {
                 Kind::CtrlRecv | Kind::CtrlSend => {}
                 _ => self.strays += 1,
             }

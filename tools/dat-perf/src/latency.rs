@@ -2,7 +2,7 @@
 //! one's start, so posting, reaping and reposting are all in the figure.
 
 use crate::args::Test;
-use crate::conn::{Kind, Session};
+use crate::conn::{Kind, Post, Session};
 use crate::progress::Progress;
 use crate::proto::TestReq;
 use std::time::{Duration, Instant};
@@ -60,7 +60,7 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
         Test::SendLat => {
             for i in 0..n {
                 stamps.push(Instant::now());
-                s.post_send(size)?;
+                s.post_send(size, Post::EACH)?;
                 while s.rx_done() < i + 1 {
                     if s.next_data()? == Kind::SendData {
                         done += 1;
@@ -76,7 +76,7 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
             for i in 0..n {
                 stamps.push(Instant::now());
                 s.buf().set(src, marker(i));
-                s.post_write(size)?;
+                s.post_write(size, Post::EACH)?;
                 done += await_marker(s, size, marker(i))?;
                 progress.tick(i + 1);
             }
@@ -86,7 +86,7 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
         Test::ReadLat => {
             for i in 0..n {
                 stamps.push(Instant::now());
-                s.post_read(size)?;
+                s.post_read(size, Post::EACH)?;
                 reap(s, Kind::Read, &mut done, i + 1)?;
                 progress.tick(i + 1);
             }
@@ -112,7 +112,7 @@ pub fn server(s: &mut Session, req: &TestReq) -> Result<(), String> {
                         done += 1;
                     }
                 }
-                s.post_send(size)?;
+                s.post_send(size, Post::EACH)?;
             }
             reap(s, Kind::SendData, &mut done, n)
         }
@@ -121,7 +121,7 @@ pub fn server(s: &mut Session, req: &TestReq) -> Result<(), String> {
             for i in 0..n {
                 done += await_marker(s, size, marker(i))?;
                 s.buf().set(src, marker(i));
-                s.post_write(size)?;
+                s.post_write(size, Post::EACH)?;
             }
             reap(s, Kind::Write, &mut done, n)
         }

@@ -6,6 +6,8 @@ use crate::args::{Mode, Test};
 
 /// Every control message is this long; receive slots are this big.
 pub const CTRL_LEN: usize = 64;
+// The largest message, Test, ends with `signal` at bytes 36..40.
+const _: () = assert!(CTRL_LEN >= 40);
 const MAGIC: u32 = 0x3146_5044; // "DPF1"
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +17,8 @@ pub struct TestReq {
     pub iters: u64,
     pub warmup: u64,
     pub window: u32,
+    /// Streams: every how many posts one asks for a completion.
+    pub signal: u32,
     pub mode: Mode,
 }
 
@@ -84,6 +88,7 @@ impl Ctrl {
                 put(&mut b, 16, &t.iters.to_le_bytes());
                 put(&mut b, 24, &t.warmup.to_le_bytes());
                 put(&mut b, 32, &t.window.to_le_bytes());
+                put(&mut b, 36, &t.signal.to_le_bytes());
             }
             Ctrl::Nak(code) => b[5] = code,
             Ctrl::Ack | Ctrl::Done | Ctrl::Fin | Ctrl::Quit => {}
@@ -107,6 +112,8 @@ impl Ctrl {
                 iters: u64_at(b, 16),
                 warmup: u64_at(b, 24),
                 window: u32_at(b, 32),
+                // A client from before --signal leaves this zero: every post signaled.
+                signal: u32_at(b, 36).max(1),
             }),
             3 => Ctrl::Ack,
             4 => Ctrl::Nak(b[5]),
@@ -126,8 +133,10 @@ mod tests {
     fn round_trip() {
         let msgs = [
             Ctrl::Hello { addr: 0x7f00_1234_5000, rkey: 0xdead_beef, len: 4 << 20, depth: 512 },
-            Ctrl::Test(TestReq { test: Test::ReadBibw, size: 65536, iters: 1000, warmup: 10, window: 64, mode: Mode::Wait }),
-            Ctrl::Test(TestReq { test: Test::SendLat, size: 1, iters: 1, warmup: 0, window: 1, mode: Mode::Poll }),
+            Ctrl::Test(TestReq { test: Test::ReadBibw, size: 65536, iters: 1000, warmup: 10, window: 64, signal: 1, mode: Mode::Wait }),
+            Ctrl::Test(TestReq { test: Test::SendLat, size: 1, iters: 1, warmup: 0, window: 1, signal: 1, mode: Mode::Poll }),
+            Ctrl::Test(TestReq { test: Test::MsgRate, size: 8, iters: 1 << 33, warmup: 100, window: 64, signal: 16, mode: Mode::Poll }),
+            Ctrl::Test(TestReq { test: Test::WriteBibw, size: 4096, iters: 7, warmup: 3, window: u32::MAX, signal: u32::MAX - 1, mode: Mode::Wait }),
             Ctrl::Ack,
             Ctrl::Nak(NAK_TOO_BIG),
             Ctrl::Done,
@@ -140,13 +149,24 @@ mod tests {
     }
 
     #[test]
+    fn signal_on_the_wire() {
+        let req = TestReq { test: Test::SendBw, size: 64, iters: 10, warmup: 2, window: 32, signal: 0x0102_0304, mode: Mode::Poll };
+        let b = Ctrl::Test(req).encode();
+        assert_eq!(&b[32..40], &[32, 0, 0, 0, 4, 3, 2, 1]);
+        // What a client from before --signal sends.
+        let mut old = b;
+        old[36..40].fill(0);
+        assert_eq!(Ctrl::decode(&old), Ok(Ctrl::Test(TestReq { signal: 1, ..req })));
+    }
+
+    #[test]
     fn rejects_garbage() {
         assert!(Ctrl::decode(&[0u8; CTRL_LEN]).unwrap_err().contains("magic"));
         assert!(Ctrl::decode(&[0u8; 10]).is_err());
         let mut b = Ctrl::Ack.encode();
         b[4] = 99;
         assert!(Ctrl::decode(&b).unwrap_err().contains("kind"));
-        let mut b = Ctrl::Test(TestReq { test: Test::SendBw, size: 1, iters: 1, warmup: 0, window: 1, mode: Mode::Poll }).encode();
+        let mut b = Ctrl::Test(TestReq { test: Test::SendBw, size: 1, iters: 1, warmup: 0, window: 1, signal: 1, mode: Mode::Poll }).encode();
         b[5] = 200;
         assert!(Ctrl::decode(&b).unwrap_err().contains("test code"));
     }

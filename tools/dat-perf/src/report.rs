@@ -19,6 +19,8 @@ pub struct Row {
     pub iters: u64,
     pub warmup: u64,
     pub window: u32,
+    /// Every how many posts one asked for a completion (1 for latency).
+    pub signal: u32,
     pub mode: Mode,
     pub figures: Figures,
 }
@@ -26,7 +28,7 @@ pub struct Row {
 impl Row {
     pub fn times(test: Test, size: u64, iters: u64, warmup: u64, mode: Mode, samples: &[f64]) -> Result<Row, String> {
         let s = summarize(samples).ok_or_else(|| format!("{} {size} B: no samples", test.name()))?;
-        Ok(Row { test, size, iters, warmup, window: 1, mode, figures: Figures::Times(s) })
+        Ok(Row { test, size, iters, warmup, window: 1, signal: 1, mode, figures: Figures::Times(s) })
     }
 }
 
@@ -53,18 +55,21 @@ const RULE: &str = "------------------------------------------------------------
 /// rule at the end, so a long run shows each figure as soon as it exists.
 #[derive(Default)]
 pub struct Printer {
-    last: Option<(Test, Mode)>,
+    last: Option<(Test, Mode, u32)>,
 }
 
 impl Printer {
     pub fn row(&mut self, r: &Row) -> String {
         let mut out = String::new();
-        if self.last != Some((r.test, r.mode)) {
-            self.last = Some((r.test, r.mode));
+        if self.last != Some((r.test, r.mode, r.signal)) {
+            self.last = Some((r.test, r.mode, r.signal));
             out.push_str(RULE);
             out.push('\n');
+            // The header, not a column: scripts (tools/bench.sh, guest-check.sh)
+            // tell rows apart by their field count and read the mode at its end.
+            let signal = if r.signal > 1 { format!(", a completion every {} posts", r.signal) } else { String::new() };
             let mode = if r.test.is_local() { String::new() } else { format!(", mode {}", r.mode.name()) };
-            out.push_str(&format!(" {}: {}{mode}\n", r.test.name(), describe(r.test)));
+            out.push_str(&format!(" {}: {}{signal}{mode}\n", r.test.name(), describe(r.test)));
             match r.figures {
                 Figures::Times(_) => out.push_str(&format!(
                     " {:<10} {:>11} {:>9} {:>14} {:>16} {:>12} {:>12} {:>12}\n",
@@ -127,6 +132,7 @@ pub fn row_json(r: &Row) -> Json {
         }
         Figures::Rate { bytes, ops, secs } => {
             o.set("window", r.window)
+                .set("signal", r.signal)
                 .set("bytes", *bytes)
                 .set("ops", *ops)
                 .set("seconds", *secs)
@@ -161,6 +167,7 @@ mod tests {
                 iters: 100,
                 warmup: 10,
                 window: 64,
+                signal: 1,
                 mode: Mode::Wait,
                 figures: Figures::Rate { bytes: 100.0 * 65536.0, ops: 100.0, secs: 0.5 },
             },
@@ -191,6 +198,22 @@ mod tests {
         assert!(j.contains("\"mb_per_s\": 12.500"));
         assert!(j.contains("\"mops\": 0.000"));
         assert!(j.contains("\"mode\": \"wait\""));
+    }
+
+    #[test]
+    fn signal_in_header_and_json() {
+        let mut r = rows();
+        assert!(!text(&r).contains("completion every"));
+        assert!(json(vec![], &r).render().contains("\"signal\": 1"));
+        r[1].signal = 16;
+        let t = text(&r);
+        assert!(t.contains(" write_bw: RDMA write bandwidth, a completion every 16 posts, mode wait\n"), "{t}");
+        let bw = t.lines().find(|l| l.starts_with(" 65536 ")).unwrap();
+        assert_eq!(bw.split_whitespace().count(), 7);
+        let j = json(vec![], &r).render();
+        assert!(j.contains("\"signal\": 16"), "{j}");
+        // Latency rows carry neither window nor signal.
+        assert_eq!(j.matches("\"signal\"").count(), 1);
     }
 
     #[test]

@@ -44,6 +44,19 @@ pub fn check_fit(req: &TestReq, ours: (u64, u32), peer: (u64, u32), max_message:
     Ok(())
 }
 
+/// What the client's own argument checks rule out, checked again on the
+/// server against a client of another build.
+pub fn check_req(req: &TestReq) -> Result<(), String> {
+    if req.iters == 0 {
+        return Err("the client asked for zero iterations".into());
+    }
+    // A stream waits for signaled completions only, so a full window must hold one.
+    if !req.test.is_latency() && (req.signal == 0 || req.signal > req.window) {
+        return Err(format!("the client asked for a completion every {} posts with a window of {}", req.signal, req.window));
+    }
+    Ok(())
+}
+
 fn expect(s: &mut Session, want: Ctrl) -> Result<(), String> {
     match s.wait_ctrl()? {
         c if c == want => Ok(()),
@@ -80,6 +93,7 @@ fn client_test(s: &mut Session, req: TestReq, quiet: bool) -> Result<Row, String
             iters: req.iters,
             warmup: req.warmup,
             window: req.window,
+            signal: req.signal,
             mode: req.mode,
             figures: Figures::Rate { bytes: ops * req.size as f64, ops, secs: (span.end - span.start).as_secs_f64() },
         }
@@ -106,7 +120,7 @@ pub fn client(dat: &Dat, args: &Args, on_row: &mut dyn FnMut(&Row)) -> Result<Ve
     let mut rows = Vec::new();
     for &test in args.tests.iter().filter(|t| !t.is_local()) {
         for size in args.sizes_for(test) {
-            let req = TestReq { test, size, iters: args.iters_for(size), warmup: args.warmup, window: args.window, mode: args.mode };
+            let req = TestReq { test, size, iters: args.iters_for(size), warmup: args.warmup, window: args.window, signal: args.signal, mode: args.mode };
             check_fit(&req, (s.area, s.depth), (s.peer.len, s.peer.depth), s.max_message(), s.max_rdma())?;
             let row = client_test(&mut s, req, args.quiet).map_err(|e| format!("{} {size} B: {e}", test.name()))?;
             on_row(&row);
@@ -124,10 +138,10 @@ fn serve_test(s: &mut Session, req: TestReq) -> Result<(), String> {
         s.flush_ctrl_sends()?;
         return Err(e);
     }
-    if req.iters == 0 {
+    if let Err(e) = check_req(&req) {
         s.send_ctrl(Ctrl::Nak(NAK_BAD_TEST))?;
         s.flush_ctrl_sends()?;
-        return Err("the client asked for zero iterations".into());
+        return Err(e);
     }
     s.mode = req.mode;
     let n = req.warmup + req.iters;
@@ -190,7 +204,18 @@ mod tests {
     use super::*;
 
     fn req(test: Test, size: u64, window: u32) -> TestReq {
-        TestReq { test, size, iters: 10, warmup: 1, window, mode: Mode::Poll }
+        TestReq { test, size, iters: 10, warmup: 1, window, signal: 1, mode: Mode::Poll }
+    }
+
+    #[test]
+    fn requests() {
+        assert!(check_req(&req(Test::SendBw, 64, 64)).is_ok());
+        assert!(check_req(&TestReq { signal: 64, ..req(Test::MsgRate, 8, 64) }).is_ok());
+        assert!(check_req(&TestReq { signal: 65, ..req(Test::MsgRate, 8, 64) }).unwrap_err().contains("every 65 posts"));
+        assert!(check_req(&TestReq { signal: 0, ..req(Test::ReadBibw, 8, 64) }).is_err());
+        // Latency tests post one at a time and signal each: no window to fit.
+        assert!(check_req(&TestReq { signal: 16, ..req(Test::SendLat, 8, 1) }).is_ok());
+        assert!(check_req(&TestReq { iters: 0, ..req(Test::SendBw, 8, 64) }).unwrap_err().contains("zero"));
     }
 
     #[test]
