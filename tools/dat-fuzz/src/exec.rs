@@ -300,13 +300,26 @@ impl<'a> Seq<'a> {
     pub fn kill(&mut self, p: Pick) {
         if let Some(i) = p.obj {
             self.objs[i].alive = false;
+            if self.objs[i].kind == Kind::Evd {
+                self.forget_software(self.objs[i].h);
+            }
         }
     }
 
     pub fn kill_ia(&mut self, ia: usize) {
+        let evds: Vec<usize> = self.objs.iter().filter(|o| o.ia == ia && o.alive && o.kind == Kind::Evd).map(|o| o.h).collect();
         for o in self.objs.iter_mut().filter(|o| o.ia == ia) {
             o.alive = false;
         }
+        for h in evds {
+            self.forget_software(h);
+        }
+    }
+
+    /// A freed EVD's software events went with it; its handle can come back
+    /// as a new EVD's (slots are reused), which must not be held to them.
+    fn forget_software(&mut self, evd: usize) {
+        self.software.retain(|_, (e, _)| *e != evd);
     }
 
     /// Checks one call's return: allowed for the call, and DAT_INVALID_HANDLE
