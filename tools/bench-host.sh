@@ -52,6 +52,7 @@
 #   BENCH_RATE_ITERS [20000]  BENCH_WARMUP [10]  BENCH_WINDOW [64]
 #   BENCH_PIN [1] pin server and client to CPUs 0 and 1
 #   BENCH_TIMEOUT [120] seconds per process  BENCH_KEEP [0] keep raw outputs
+#   BENCH_BIN [target/release] the build of ours to run
 #   BENCH_REPORT  also write the report to this file
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -138,7 +139,7 @@ has "$STACKS" ofi && need+=(fi_pingpong)
 for t in "${need[@]}"; do
 	command -v "$t" >/dev/null || fail_setup "no '$t' on this host (tools/setup.sh installs it: iproute2, util-linux, ucx-utils, libfabric-bin)"
 done
-BIN=$root/target/release
+BIN=${BENCH_BIN:-$root/target/release}  # BENCH_BIN: another build (dat-perf, libdat2.so.2, libdaplsock.so.2), for an A/B
 PROV=$BIN/libdaplsock.so.2
 if has "$STACKS" ours; then
 	for f in "$BIN/dat-perf" "$BIN/libdat2.so.2" "$PROV"; do

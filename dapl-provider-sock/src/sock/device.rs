@@ -100,7 +100,7 @@ impl Shared {
     /// Runs `f` on the engine if nobody holds it. false: busy or gone.
     #[inline]
     pub fn try_engine(&self, f: impl FnOnce(&mut dyn Engine)) -> bool {
-        let Some(mut g) = self.engine.try_lock() else { return false };
+        let Some(mut g) = self.engine.try_lock_polite() else { return false };
         match g.as_mut() {
             Some(e) => {
                 f(&mut **e);
