@@ -1610,12 +1610,15 @@ impl Engine for Progress {
                 m.rx.polled(clock::ticks());
             }
             let read = c.shm_in || retry_stall || c.end > c.start;
-            // On the on-node path a lone request goes out at once; the
-            // ring's input waits for the consumer's next pass, which is
-            // where it looks for what came back anyway.
+            // On the on-node path a lone request goes out at once; then the
+            // general pump only if input waits in the ring (this post
+            // stamped the ring as looked at, so the peer skips its doorbell:
+            // a consumer that posts and spins on its memory, as MPI's eager
+            // RDMA does, must still take what arrived) or more requests do.
             if !retry_stall && quick_send(c) == Some(true) {
                 p.frames = p.frames.wrapping_add(1);
-                if c.live_qp().is_none_or(|q| q.unsent.load(Ordering::Acquire) == 0) {
+                let input = c.shm_in && c.shm.as_ref().is_some_and(|m| m.rx.available() > 0);
+                if !input && c.live_qp().is_none_or(|q| q.unsent.load(Ordering::Acquire) == 0) {
                     return;
                 }
             }
