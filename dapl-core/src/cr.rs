@@ -142,8 +142,10 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
         if let Err(e) = id.accept(&param) {
             log::warn!("accept: {e}");
             ep.cm_id.set(None);
-            ep.state.store(st, Ordering::Release);
+            // The QP back to reset before the EP is given back: a connect
+            // from another thread may claim the EP as soon as it is.
             ep.with_qp(|q| q.reset());
+            ep.state.store(st, Ordering::Release);
             id.destroy();
             crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
             return error(DAT_INTERNAL_ERROR, 0);
