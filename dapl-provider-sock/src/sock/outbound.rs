@@ -77,12 +77,18 @@ pub(super) fn next_frame(c: &mut Conn) -> bool {
     true
 }
 
+/// Whether a request goes by reference: the target pulls (or pushes) the
+/// bytes itself with cross-memory attach.
+fn by_reference(c: &Conn, w: &Wqe) -> bool {
+    c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= tune::cma_min()
+}
+
 /// Sets up the frame of a request taken from the send queue (its local
 /// segments in `c.out.segs`), after an ACK in `c.out.pre` if there is one.
 pub(super) fn request_frame(c: &mut Conn, w: &Wqe) -> bool {
     let mut h = request_header(w);
     {
-        if c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= tune::cma_min() {
+        if by_reference(c, w) {
             // By reference: the target pulls (or pushes) the bytes itself.
             c.cma_list.clear();
             for &(a, l) in &c.out.segs {
@@ -191,9 +197,8 @@ pub(super) fn quick_send(c: &mut Conn) -> Option<bool> {
     c.out.ctl = None;
     c.out.pre_len = 0;
     let w = c.take_request()?;
-    let by_reference = c.cma_out && matches!(w.op, WOp::Write | WOp::WriteImm | WOp::Read) && w.len >= tune::cma_min();
     let need = HDR + w.len as usize;
-    let inline = matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) && !by_reference;
+    let inline = matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) && !by_reference(c, &w);
     if let (true, Some(m)) = (inline, &c.shm) {
         if m.tx.room(need) >= need {
             let mut hdr = [0u8; HDR];
