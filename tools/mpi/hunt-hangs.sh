@@ -20,7 +20,8 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/hunt-hangs.XXXXXX")
 cat >"$out/dat.conf" <<CONF
 mpi-sock u2.0 nonthreadsafe default libdaplsock.so.2 dapl.2.0 "lo 0" ""
 CONF
-export DAT_OVERRIDE=$out/dat.conf LD_LIBRARY_PATH=$root/target/release
+# HUNT_LIB: another build (libdat2.so.2, libdaplsock.so.2), for an A/B.
+export DAT_OVERRIDE=$out/dat.conf LD_LIBRARY_PATH=${HUNT_LIB:-$root/target/release}
 export MV2_USE_SHARED_MEM=0 HYDRA_IFACE=lo MV2_DAPL_PROVIDER=mpi-sock
 export MV2_ON_DEMAND_THRESHOLD=${MV2_ON_DEMAND_THRESHOLD:-1}
 prog=$(basename "$test")
