@@ -1108,9 +1108,12 @@ impl Progress {
             c.set_payload(len, Dest::Discard, Then::Nothing);
             return Ok(());
         };
-        let r = on_data(c, &qp, op, h, len);
+        // Put back even if on_data panics: the guard around this turn then
+        // ends the connection, and `end` must find the QP to fail it (else its
+        // posted requests never complete).
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_data(c, &qp, op, h, len)));
         c.qp = Some(qp);
-        r
+        r.unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
 
     fn finish_payload(&mut self, token: u64) -> Result<(), End> {
