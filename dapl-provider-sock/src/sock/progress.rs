@@ -228,6 +228,9 @@ struct Progress {
     timers_changed: bool,
     /// Connections with a message waiting out its `rnr_due`.
     rnr: Vec<u64>,
+    /// A consumer's call made a ring live that the thread's sleep did not
+    /// cover: `hand_back` wakes it to plan again.
+    replan: bool,
 }
 
 impl Progress {
@@ -260,6 +263,7 @@ impl Progress {
             idle: tune::YieldClock::default(),
             timers_changed: false,
             rnr: Vec::new(),
+            replan: false,
         }
     }
 
@@ -326,6 +330,13 @@ impl Progress {
         for ev in events {
             let (token, what) = (ev.u64, ev.events);
             if token == BELL {
+                // The thread's own wakeup: a consumer's look that answered it
+                // would leave the thread asleep on a plan the commands may
+                // have changed (epoll, level-triggered, finds the fd no
+                // longer readable and keeps sleeping).
+                if !role::on_progress_thread() {
+                    continue;
+                }
                 self.shared.bell.answer();
                 bell = true;
                 continue;
@@ -446,7 +457,8 @@ impl Progress {
     /// thread expires deadlines, and a consumer's pass may have drained
     /// the doorbell that carried the command which set one.
     fn hand_back(&mut self) {
-        if !self.again.is_empty() || std::mem::take(&mut self.timers_changed) {
+        let replan = std::mem::take(&mut self.replan);
+        if !self.again.is_empty() || std::mem::take(&mut self.timers_changed) || replan {
             self.shared.kick();
         }
     }
@@ -538,6 +550,11 @@ impl Progress {
         if let Err(e) = self.on_header(token, h) {
             self.end(token, e);
             return false;
+        }
+        // Reading again: the thread's plan left this ring unflagged (it was
+        // not reading), so its writer would not ring. The thread plans anew.
+        if self.conns.get(&token).is_some_and(|c| c.shm_in) && !role::on_progress_thread() {
+            self.replan = true;
         }
         true
     }
@@ -875,8 +892,15 @@ impl Progress {
         }
         // On the on-node path the stream carries only doorbells; its end is
         // the peer's, once what the peer put in the ring is taken.
+        // Only the thread drains a doorbell. A consumer that drained one
+        // took the thread's wakeup, and the ring's "ring me" flag with it
+        // (the writer clears it when it rings): the thread, asleep on a plan
+        // that counts on that flag, then slept through every later write
+        // once the consumer stopped polling (MVAPICH2: its main thread
+        // blocked on a mutex, the accept thread polling only the connection
+        // EVD; a hang in about 1 run in 300).
         let lost = match self.conns.get_mut(&token) {
-            Some(c) if c.shm_in && c.bells => {
+            Some(c) if c.shm_in && c.bells && role::on_progress_thread() => {
                 c.bells = false;
                 shm::drain_bells(c.fd).err()
             }
@@ -1744,6 +1768,87 @@ mod tests {
         unsafe {
             libc::close(sv[0]);
             libc::close(sv[1]);
+        }
+    }
+    fn readable(fd: i32) -> bool {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd of ours, no wait.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    fn socketpair() -> [i32; 2] {
+        let mut sv = [0i32; 2];
+        // SAFETY: a socketpair into our array.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
+        sv
+    }
+
+    #[test]
+    fn a_consumer_pass_leaves_the_threads_wakeups_to_the_thread() {
+        let shared = Arc::new(Shared {
+            // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+            addr: unsafe { std::mem::zeroed() },
+            bell: super::super::eventfd::Doorbell::new().unwrap(),
+            cmds: std::sync::Mutex::new(Default::default()),
+            events: std::sync::Mutex::new(Default::default()),
+            ev_fd: super::super::eventfd::eventfd().unwrap(),
+            stop: Default::default(),
+            ports: std::sync::Mutex::new(Default::default()),
+            engine: super::super::spin::SpinLock::new(None),
+            quiet: Default::default(),
+            passes: Default::default(),
+        });
+        // SAFETY: plain syscall.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        assert!(epfd >= 0);
+        let mut p = Progress::new(shared.clone(), epfd);
+        p.watch(shared.bell.fd(), BELL, libc::EPOLLIN as u32);
+        // An on-node connection, and one still in its handshake on TCP (so
+        // a consumer's pass looks at epoll, as during MPI's connection setup).
+        let (on_node, tcp) = (socketpair(), socketpair());
+        let (mut m, name) = Shm::create().unwrap();
+        let writer = Shm::open(&name).unwrap();
+        m.unlink();
+        // SAFETY: all-zero sockaddr_in, as above.
+        let mut c = Conn::new(on_node[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() });
+        c.shm = Some(m);
+        c.shm_in = true;
+        let t = p.conns.insert(c);
+        p.shm_conns.push(t);
+        p.watch(on_node[0], t, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32);
+        // SAFETY: as above.
+        let h = p.conns.insert(Conn::new(tcp[0], 0, Phase::Held, false, unsafe { std::mem::zeroed() }));
+        p.watch(tcp[0], h, libc::EPOLLRDHUP as u32);
+        // The thread sleeps; a command is queued, and a writer rings this ring.
+        shared.kick();
+        // SAFETY: 8 readable bytes.
+        assert_eq!(unsafe { writer.tx.push([5u8; 8].as_ptr(), 8) }, 8);
+        shm::ring_bell(on_node[1]);
+        // A consumer's pass takes the bytes but neither wakeup.
+        p.consumer_pass(true);
+        assert_eq!(writer.tx.tail(), 8, "the pass did not take what was in the ring");
+        assert!(readable(shared.bell.fd()), "a consumer answered the thread's doorbell");
+        assert!(readable(on_node[0]), "a consumer drained the ring's doorbell");
+        // The thread answers both.
+        let p = std::thread::spawn(move || {
+            role::become_progress_thread();
+            let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+            // SAFETY: a non-blocking look at our epoll into our array.
+            let n = unsafe { libc::epoll_wait(epfd, evs.as_mut_ptr(), 8, 0) };
+            assert_eq!(n, 2);
+            p.turn(epfd, &evs[..2]);
+            p
+        })
+        .join()
+        .unwrap();
+        assert!(!readable(shared.bell.fd()));
+        assert!(!readable(on_node[0]));
+        drop(p);
+        // SAFETY: our fds (a Conn leaves its fd to `end`; the engine's epoll is ours here).
+        unsafe {
+            for fd in [on_node[0], on_node[1], tcp[0], tcp[1], epfd] {
+                libc::close(fd);
+            }
         }
     }
 }
