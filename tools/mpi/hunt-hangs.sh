@@ -4,7 +4,8 @@
 # software provider, with on-demand connections (MV2_ON_DEMAND_THRESHOLD=1;
 # MV2_X=V in the environment adds or overrides). A run still going after
 # SECONDS (default 20) is a hang: every rank's threads are dumped with gdb
-# (bt.PID) beside the run's output, then the run is killed. Prints one line
+# (bt.PID) beside the run's output, then the run is killed (a run the dumps
+# themselves ended is named so: see below). Prints one line
 # per hang or failure and a summary; DAPL_DBG_TYPE=2 puts the provider's
 # connection events in each run's output. The build is build-mvapich2.sh's
 # (MPI_PREFIX overrides). Found the two MVAPICH2 races mvapich2-edits.sh
@@ -37,12 +38,23 @@ for i in $(seq 1 "$runs"); do
         hangs=$((hangs + 1))
         d=$out/hang$hangs
         mkdir -p "$d"
+        # gdb's attach stops the rank, and a thread asleep in epoll_wait
+        # returns EINTR when it goes on: a run that then finishes had a
+        # thread in that rank sleeping through a wakeup it missed (how
+        # stop 25's hang was found). The ranks after it are not dumped.
+        woke=
         for p in $(pgrep -s "$pid" -x "$prog"); do
             gdb -p "$p" -batch -ex "thread apply all bt" >"$d/bt.$p" 2>&1
+            sleep 1
+            if ! kill -0 "$pid" 2>/dev/null; then woke=$p; break; fi
         done
         cp "$out/run.out" "$d/"
         kill -9 -- -"$pid" 2>/dev/null
-        echo "run $i: hang, stacks in $d"
+        if [ -n "$woke" ]; then
+            echo "run $i: hang, ended once rank $woke was stopped and went on (a missed wakeup there); stacks in $d"
+        else
+            echo "run $i: hang, stacks in $d"
+        fi
     elif ! grep -q '^ *No Errors' "$out/run.out"; then
         fails=$((fails + 1))
         cp "$out/run.out" "$out/fail$i.out"
