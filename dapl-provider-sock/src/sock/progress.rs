@@ -355,8 +355,9 @@ impl Progress {
     /// the thread sleeps on the quiet set (the doorbell alone) and looks at
     /// everything every `TICK_MS`, in case it stopped. Otherwise every ring
     /// is flagged (`prepare_sleep`) and the thread sleeps on every socket
-    /// until a doorbell, data or a deadline.
-    fn sleep_plan(&mut self) -> (i32, i32) {
+    /// until a doorbell, data or a deadline. Returns the set, the timeout
+    /// (ms) and whether that is a bare tick (polling, no deadline).
+    fn sleep_plan(&mut self) -> (i32, i32, bool) {
         // The plan below sees every deadline.
         self.timers_changed = false;
         let quiet = self.shared.quiet.swap(false, Ordering::SeqCst);
@@ -387,11 +388,11 @@ impl Progress {
         let work = if polling { self.look() } else { self.prepare_sleep() };
         if work {
             self.on_quiet_set = false;
-            return (self.epfd, 0);
+            return (self.epfd, 0, false);
         }
         let deadline = self.next_deadline();
         self.on_quiet_set = polling;
-        if polling { (self.epq, if deadline < 0 { TICK_MS } else { deadline.min(TICK_MS) }) } else { (self.epfd, deadline) }
+        if polling { (self.epq, if deadline < 0 { TICK_MS } else { deadline.min(TICK_MS) }, deadline < 0) } else { (self.epfd, deadline, false) }
     }
 
     /// Before a tick's sleep while consumers poll: flags every ring it
@@ -1678,8 +1679,7 @@ impl Engine for Progress {
     }
 
     fn before_sleep(&mut self) -> (i32, i32, bool) {
-        let (on, timeout) = self.sleep_plan();
-        (on, timeout, on == self.epq && timeout == TICK_MS && self.next_deadline() < 0)
+        self.sleep_plan()
     }
 
     fn turn(&mut self, epfd: i32, events: &[libc::epoll_event]) {
