@@ -453,10 +453,10 @@ impl Progress {
     }
 
     /// Kicks the thread if a consumer's call left work only it will see:
-    /// input left over, or a deadline (a redial, a DISC's wait) the thread,
-    /// asleep on a plan made before it, would not wake for. Only the
-    /// thread expires deadlines, and a consumer's pass may have drained
-    /// the doorbell that carried the command which set one.
+    /// input left over, a deadline (an RNR retry, a refused dial's next
+    /// try) the thread, asleep on a plan made before it, would not wake
+    /// for (only the thread expires deadlines), or a ring made live that
+    /// plan did not flag (`replan`).
     fn hand_back(&mut self) {
         let replan = std::mem::take(&mut self.replan);
         if !self.again.is_empty() || std::mem::take(&mut self.timers_changed) || replan {
@@ -899,7 +899,7 @@ impl Progress {
         // that counts on that flag, then slept through every later write
         // once the consumer stopped polling (MVAPICH2: its main thread
         // blocked on a mutex, the accept thread polling only the connection
-        // EVD; a hang in about 1 run in 300).
+        // EVD; a hang in about 1 run in 250).
         let lost = match self.conns.get_mut(&token) {
             Some(c) if c.shm_in && c.bells && role::on_progress_thread() => {
                 c.bells = false;
@@ -1770,6 +1770,7 @@ mod tests {
             libc::close(sv[1]);
         }
     }
+
     fn readable(fd: i32) -> bool {
         let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: one pollfd of ours, no wait.
