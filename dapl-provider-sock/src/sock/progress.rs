@@ -553,8 +553,11 @@ impl Progress {
             return false;
         }
         // Reading again: the thread's plan left this ring unflagged (it was
-        // not reading), so its writer would not ring. The thread plans anew.
-        if self.conns.get(&token).is_some_and(|c| c.shm_in) && !role::on_progress_thread() {
+        // not reading), so its writer would not ring. If that plan is the
+        // long sleep, the thread plans anew; a tick's plan (a consumer
+        // polls) is made again within the tick anyway, and a kick per
+        // released message cost msg_rate a wakeup and a doorbell storm.
+        if !self.on_quiet_set && self.conns.get(&token).is_some_and(|c| c.shm_in) && !role::on_progress_thread() {
             self.replan = true;
         }
         true
