@@ -14,7 +14,7 @@
 # (DAPL_SOCK_SHM=0) and over the rings without cross-memory attach
 # (DAPL_SOCK_CMA=0), and each run checks from the provider's log
 # (DAPL_DBG_TYPE=2) that its connections took the path it expects.
-#   SOCK_SUITES   space-separated subset of: dtest dtestcm dtestx dtestsrq dapltest provider rmr conformance paths
+#   SOCK_SUITES   space-separated subset of: dtest dtestcm dtestx dtestsrq dapltest provider rmr conformance paths trace
 #   SOCK_KEEP=1   keep the temp dir (outputs) and say where
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -165,6 +165,30 @@ if want dapltest; then
     dapltest_run dapltest-P -T P -s $ADDR -D $IA -i 200 RW 4096 2
     dapltest_run dapltest-L -T L -D $IA -m 100 -w 2
     dapltest_run dapltest-Q -T Q -s $ADDR -D $IA
+fi
+
+if want trace; then
+    # tools/dat-trace in front of our registry: dtest's calls and events,
+    # one file per process, every line there (sequence numbers unbroken).
+    TR=$WORK/trace
+    mkdir -p "$TR"
+    tr="LD_PRELOAD=$LIBDIR/libdat-trace.so DAT_TRACE_DIR=$TR"
+    run_pair dtest-traced 120 15828 "$tr dtest $P -s $DTEST_ARGS" "$tr dtest $P -h $ADDR $DTEST_ARGS" "Test Complete. PASSED"
+    srv=$(grep -l psp_create "$TR"/dat-trace.* 2>/dev/null | head -1)
+    cli=$(grep -l ep_connect "$TR"/dat-trace.* 2>/dev/null | head -1)
+    has() { grep -q -- "$2" "$1" 2>/dev/null; }
+    if [ "$(ls "$TR" | wc -l)" -eq 2 ] && [ -n "$srv" ] && [ -n "$cli" ] &&
+        has "$srv" 'psp_create qual [0-9]* evd 0x[0-9a-f]* -> 0 psp 0x' &&
+        has "$srv" 'CONNECTION_REQUEST cr 0x' && has "$srv" 'cr_accept 0x[0-9a-f]* ep 0x[0-9a-f]* -> 0$' &&
+        has "$srv" 'CONNECTION 0x4001 ep' && has "$srv" 'CONNECTION 0x4005 ep' && has "$srv" 'ia_close 0x[0-9a-f]* -> 0$' &&
+        has "$cli" 'ep_connect 0x[0-9a-f]* qual [0-9]* pdata [0-9]* bytes.* -> 0$' &&
+        has "$cli" 'CONNECTION 0x4001 ep' && has "$cli" 'ep_disconnect 0x[0-9a-f]* -> 0$' && has "$cli" 'ia_close 0x[0-9a-f]* -> 0$' &&
+        [ -z "$(awk '$1 != FNR - 1' "$srv" "$cli")" ]; then
+        ok "dat-trace: dtest's connection calls and events, both processes"
+    else
+        fail "dat-trace: dtest's trace"
+        for f in "$TR"/*; do echo "---- $f"; head -20 "$f"; done
+    fi
 fi
 
 # count_cases LABEL FILE: one ok/FAIL per case line of a C suite's output.

@@ -7,11 +7,13 @@
 # (bt.PID) beside the run's output, then the run is killed (a run the dumps
 # themselves ended is named so: see below). Prints one line
 # per hang or failure and a summary; DAPL_DBG_TYPE=2 puts the provider's
-# connection events in each run's output. The build is build-mvapich2.sh's
+# connection events in each run's output; HUNT_TRACE=1 runs every rank under
+# tools/dat-trace (its DAT connection calls and events, one file per rank,
+# kept with a hang's stacks). The build is build-mvapich2.sh's
 # (MPI_PREFIX overrides). Found the two MVAPICH2 races mvapich2-edits.sh
 # mends (README, "MPI over our stack").
 set -uo pipefail
-[ $# -ge 3 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 test=$1 np=$2 runs=$3 limit=${4:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,8 +29,14 @@ export MV2_USE_SHARED_MEM=0 HYDRA_IFACE=lo MV2_DAPL_PROVIDER=mpi-sock
 export MV2_ON_DEMAND_THRESHOLD=${MV2_ON_DEMAND_THRESHOLD:-1}
 prog=$(basename "$test")
 cd "$prefix/tests/$(dirname "$test")" || exit 2
+if [ "${HUNT_TRACE:-0}" = 1 ]; then
+    [ -e "$root/target/release/libdat-trace.so" ] || { echo "hunt-hangs: HUNT_TRACE needs tools/build.sh first" >&2; exit 2; }
+    export LD_PRELOAD=$root/target/release/libdat-trace.so DAT_TRACE_DIR=$out/trace
+    mkdir -p "$DAT_TRACE_DIR"
+fi
 hangs=0 fails=0
 for i in $(seq 1 "$runs"); do
+    [ -n "${DAT_TRACE_DIR:-}" ] && rm -f "$DAT_TRACE_DIR"/dat-trace.*
     # Its own session: on a hang, exactly this run's processes are dumped and killed.
     setsid "$prefix/bin/mpiexec" -bootstrap fork -n "$np" "./$prog" >"$out/run.out" 2>&1 &
     pid=$!
@@ -49,6 +57,7 @@ for i in $(seq 1 "$runs"); do
             if ! kill -0 "$pid" 2>/dev/null; then woke=$p; break; fi
         done
         cp "$out/run.out" "$d/"
+        [ -n "${DAT_TRACE_DIR:-}" ] && cp "$DAT_TRACE_DIR"/dat-trace.* "$d/" 2>/dev/null
         kill -9 -- -"$pid" 2>/dev/null
         if [ -n "$woke" ]; then
             echo "run $i: hang, ended once rank $woke was stopped and went on (a missed wakeup there); stacks in $d"
