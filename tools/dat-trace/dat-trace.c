@@ -89,6 +89,13 @@ static int first_int(const void *p, DAT_COUNT size)
 	return p && size >= (DAT_COUNT)sizeof(int) ? *(const int *)p : -1;
 }
 
+/* The line of a call whose only news is its handle and its return code. */
+static DAT_RETURN said(const char *call, const void *handle, DAT_RETURN r)
+{
+	line("%s %p -> %#x", call, handle, (unsigned)r);
+	return r;
+}
+
 static void event(const char *call, DAT_EVD_HANDLE evd, DAT_RETURN r, const DAT_EVENT *e)
 {
 	if (r != DAT_SUCCESS) {
@@ -131,9 +138,7 @@ DAT_RETURN DAT_API dat_ia_openv(const DAT_NAME_PTR name, DAT_COUNT qlen, DAT_EVD
 DAT_RETURN DAT_API dat_ia_close(DAT_IA_HANDLE ia, DAT_CLOSE_FLAGS flags)
 {
 	REAL(dat_ia_close);
-	DAT_RETURN r = real(ia, flags);
-	line("ia_close %p -> %#x", ia, (unsigned)r);
-	return r;
+	return said("ia_close", ia, real(ia, flags));
 }
 
 DAT_RETURN DAT_API dat_psp_create(DAT_IA_HANDLE ia, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *psp)
@@ -166,25 +171,19 @@ DAT_RETURN DAT_API dat_ep_connect(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR addr, DAT
 DAT_RETURN DAT_API dat_ep_disconnect(DAT_EP_HANDLE ep, DAT_CLOSE_FLAGS flags)
 {
 	REAL(dat_ep_disconnect);
-	DAT_RETURN r = real(ep, flags);
-	line("ep_disconnect %p -> %#x", ep, (unsigned)r);
-	return r;
+	return said("ep_disconnect", ep, real(ep, flags));
 }
 
 DAT_RETURN DAT_API dat_ep_reset(DAT_EP_HANDLE ep)
 {
 	REAL(dat_ep_reset);
-	DAT_RETURN r = real(ep);
-	line("ep_reset %p -> %#x", ep, (unsigned)r);
-	return r;
+	return said("ep_reset", ep, real(ep));
 }
 
 DAT_RETURN DAT_API dat_ep_free(DAT_EP_HANDLE ep)
 {
 	REAL(dat_ep_free);
-	DAT_RETURN r = real(ep);
-	line("ep_free %p -> %#x", ep, (unsigned)r);
-	return r;
+	return said("ep_free", ep, real(ep));
 }
 
 DAT_RETURN DAT_API dat_cr_query(DAT_CR_HANDLE cr, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM *param)
@@ -207,9 +206,7 @@ DAT_RETURN DAT_API dat_cr_accept(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_COUNT s
 DAT_RETURN DAT_API dat_cr_reject(DAT_CR_HANDLE cr, DAT_COUNT size, const DAT_PVOID pdata)
 {
 	REAL(dat_cr_reject);
-	DAT_RETURN r = real(cr, size, pdata);
-	line("cr_reject %p -> %#x", cr, (unsigned)r);
-	return r;
+	return said("cr_reject", cr, real(cr, size, pdata));
 }
 
 DAT_RETURN DAT_API dat_evd_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT *e, DAT_COUNT *nmore)

@@ -86,6 +86,22 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// An IA's shared state at `addr`, before its threads start.
+    pub fn new(addr: libc::sockaddr_in) -> io::Result<Shared> {
+        Ok(Shared {
+            addr,
+            bell: Doorbell::new()?,
+            cmds: Mutex::new(VecDeque::new()),
+            events: Mutex::new(VecDeque::new()),
+            ev_fd: eventfd()?,
+            stop: AtomicBool::new(false),
+            ports: Mutex::new(std::collections::HashMap::new()),
+            engine: SpinLock::new(None),
+            quiet: AtomicBool::new(false),
+            passes: AtomicU64::new(0),
+        })
+    }
+
     /// Wakes the progress thread: new work on some queue.
     #[inline]
     pub fn kick(&self) {
@@ -285,18 +301,7 @@ impl Device {
             log::error!("sock transport: starting the progress thread: {e}");
             dat_abi::status::no_resources(DAT_RESOURCE_MEMORY)
         };
-        let shared = Arc::new(Shared {
-            addr: sin,
-            bell: Doorbell::new().map_err(fail)?,
-            cmds: Mutex::new(VecDeque::new()),
-            events: Mutex::new(VecDeque::new()),
-            ev_fd: eventfd().map_err(fail)?,
-            stop: AtomicBool::new(false),
-            ports: Mutex::new(std::collections::HashMap::new()),
-            engine: SpinLock::new(None),
-            quiet: AtomicBool::new(false),
-            passes: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared::new(sin).map_err(fail)?);
         let thread = progress::start(shared.clone()).map_err(fail)?;
         // The adapter is the netdev the address lives on, however it was named.
         let netdev = netdev.or_else(|| netdev_of(ip));

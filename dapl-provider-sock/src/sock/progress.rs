@@ -1789,19 +1789,8 @@ mod tests {
 
     #[test]
     fn a_consumer_pass_leaves_the_threads_wakeups_to_the_thread() {
-        let shared = Arc::new(Shared {
-            // SAFETY: all-zero sockaddr_in is a valid (unused) address.
-            addr: unsafe { std::mem::zeroed() },
-            bell: super::super::eventfd::Doorbell::new().unwrap(),
-            cmds: std::sync::Mutex::new(Default::default()),
-            events: std::sync::Mutex::new(Default::default()),
-            ev_fd: super::super::eventfd::eventfd().unwrap(),
-            stop: Default::default(),
-            ports: std::sync::Mutex::new(Default::default()),
-            engine: super::super::spin::SpinLock::new(None),
-            quiet: Default::default(),
-            passes: Default::default(),
-        });
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
         // SAFETY: plain syscall.
         let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         assert!(epfd >= 0);
