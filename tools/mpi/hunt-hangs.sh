@@ -29,14 +29,16 @@ export MV2_USE_SHARED_MEM=0 HYDRA_IFACE=lo MV2_DAPL_PROVIDER=mpi-sock
 export MV2_ON_DEMAND_THRESHOLD=${MV2_ON_DEMAND_THRESHOLD:-1}
 prog=$(basename "$test")
 cd "$prefix/tests/$(dirname "$test")" || exit 2
+trace=
 if [ "${HUNT_TRACE:-0}" = 1 ]; then
     [ -e "$root/target/release/libdat-trace.so" ] || { echo "hunt-hangs: HUNT_TRACE needs tools/build.sh first" >&2; exit 2; }
-    export LD_PRELOAD=$root/target/release/libdat-trace.so DAT_TRACE_DIR=$out/trace
-    mkdir -p "$DAT_TRACE_DIR"
+    trace=$out/trace
+    export LD_PRELOAD=$root/target/release/libdat-trace.so DAT_TRACE_DIR=$trace
+    mkdir -p "$trace"
 fi
 hangs=0 fails=0
 for i in $(seq 1 "$runs"); do
-    [ -n "${DAT_TRACE_DIR:-}" ] && rm -f "$DAT_TRACE_DIR"/dat-trace.*
+    [ -n "$trace" ] && rm -f "$trace"/dat-trace.*
     # Its own session: on a hang, exactly this run's processes are dumped and killed.
     setsid "$prefix/bin/mpiexec" -bootstrap fork -n "$np" "./$prog" >"$out/run.out" 2>&1 &
     pid=$!
@@ -57,7 +59,7 @@ for i in $(seq 1 "$runs"); do
             if ! kill -0 "$pid" 2>/dev/null; then woke=$p; break; fi
         done
         cp "$out/run.out" "$d/"
-        [ -n "${DAT_TRACE_DIR:-}" ] && cp "$DAT_TRACE_DIR"/dat-trace.* "$d/" 2>/dev/null
+        [ -n "$trace" ] && cp "$trace"/dat-trace.* "$d/" 2>/dev/null
         kill -9 -- -"$pid" 2>/dev/null
         if [ -n "$woke" ]; then
             echo "run $i: hang, ended once rank $woke was stopped and went on (a missed wakeup there); stacks in $d"
