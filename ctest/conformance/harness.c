@@ -424,6 +424,7 @@ static const struct area areas[] = {
 	{ threads_cases, &threads_ncases },
 	{ kills_cases, &kills_ncases },
 	{ placement_cases, &placement_ncases },
+	{ progress_cases, &progress_ncases },
 };
 #define NAREAS (sizeof(areas) / sizeof(areas[0]))
 

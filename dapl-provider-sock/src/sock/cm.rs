@@ -122,6 +122,12 @@ pub fn tune(fd: i32) {
     set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
 }
 
+/// Sends what frames written with MSG_MORE left waiting for a frame that
+/// did not come (setting TCP_NODELAY pushes the pending bytes).
+pub fn uncork(fd: i32) {
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+}
+
 fn bind(fd: i32, sa: &libc::sockaddr_in) -> io::Result<()> {
     // SAFETY: binding our socket to a full sockaddr_in.
     let rc = unsafe { libc::bind(fd, sa as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32) };

@@ -163,6 +163,9 @@ pub(super) struct Conn {
     pub(super) cma_list: Vec<u8>,
     /// A consumer's pass kept back this stream's lone ACK (`hold_ack`).
     pub(super) ack_held: bool,
+    /// The consumer pass after which this stream last sent a post at once
+    /// (`Progress::drive`): a later post before the next pass is held.
+    pub(super) post_gen: u64,
     /// This turn's last read of the stream came short (`fill`).
     pub(super) dry: bool,
     /// A doorbell we skipped (`shm::Bell::Skipped`): when (0: none), and
@@ -224,6 +227,7 @@ impl Conn {
             cma_out: false,
             cma_list: Vec::new(),
             ack_held: false,
+            post_gen: 0,
             dry: false,
             skipped_at: 0,
             skipped_head: 0,

@@ -43,8 +43,10 @@ pub trait Engine: Send {
     /// give up its CPU for a moment (`sched_yield`).
     fn consumer_pass(&mut self, polling: bool) -> bool;
     /// A request was posted for the connection `token`: send it now;
-    /// `retry_stall`: a receive was posted for a message that waited.
-    fn drive(&mut self, token: u64, retry_stall: bool);
+    /// `retry_stall`: a receive was posted for a message that waited;
+    /// `small`: the request's frame is short (a stream may hold it back
+    /// for the burst it starts).
+    fn drive(&mut self, token: u64, retry_stall: bool, small: bool);
     /// A consumer is about to sleep: peers must ring the doorbell again.
     fn quiet(&mut self);
     /// The progress thread, before `epoll_wait`: on which epoll instance
@@ -129,8 +131,8 @@ impl Shared {
     /// A request waits on the connection `token` (0: none known yet): send
     /// it from this thread, or wake the progress thread if it is busy.
     #[inline]
-    pub fn drive(&self, token: u64, retry_stall: bool) {
-        if token == 0 || !self.try_engine(|e| e.drive(token, retry_stall)) {
+    pub fn drive(&self, token: u64, retry_stall: bool, small: bool) {
+        if token == 0 || !self.try_engine(|e| e.drive(token, retry_stall, small)) {
             self.kick();
         }
     }

@@ -220,7 +220,9 @@ pub(super) fn quick_send(c: &mut Conn) -> Option<bool> {
 }
 
 /// Writes what it can of the current frame. true: the frame is out.
-pub(super) fn send_frame(c: &mut Conn) -> Result<bool, End> {
+/// `more`: another frame follows at once (a stream then holds this one's
+/// bytes for it: one segment for both).
+pub(super) fn send_frame(c: &mut Conn, more: bool) -> Result<bool, End> {
     // Not zeroed: only the first `k` are set and read (a zeroed array of
     // 35 cost every frame a 560-byte memset).
     let mut iov = [const { std::mem::MaybeUninit::<libc::iovec>::uninit() }; super::device::MAX_SGE + 3];
@@ -290,8 +292,9 @@ pub(super) fn send_frame(c: &mut Conn) -> Result<bool, End> {
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = k;
+    let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | if more { libc::MSG_MORE } else { 0 };
     // SAFETY: sending on our socket; MSG_NOSIGNAL so a dead peer is an error, not SIGPIPE.
-    let n = unsafe { libc::sendmsg(c.fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    let n = unsafe { libc::sendmsg(c.fd, &msg, flags) };
     if n < 0 {
         return match errno() {
             libc::EAGAIN | libc::EINTR => Ok(false),

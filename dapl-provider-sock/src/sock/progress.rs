@@ -41,7 +41,7 @@ use super::device::{Engine, Shared, lock};
 use super::inbound::{by_reference, fill, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
 use super::outbound::{add_trailer, next_frame, quick_send, send_frame};
-use super::qp::{QpInner, RTS, WOp};
+use super::qp::{self, QpInner, RTS, WOp};
 use super::role;
 use super::shm::{self, Shm};
 use super::slab::Slab;
@@ -84,6 +84,9 @@ const MAX_RESP: usize = 1 << 16;
 const BELL: u64 = 0;
 /// How often the thread looks at the rings while a consumer polls them.
 const TICK_MS: i32 = 1;
+/// A frame this long or shorter shares a segment with the next
+/// (`write_some`): a longer one fills its own.
+const SHORT_FRAME: u64 = qp::SHORT_POST + 2 * HDR as u64;
 /// Open TCP streams a consumer's pass reads directly; past that, it asks
 /// epoll which have data.
 const DIRECT_READS: usize = 4;
@@ -214,9 +217,11 @@ struct Progress {
     pass_list: Vec<u64>,
     pass_events: Vec<libc::epoll_event>,
     /// A consumer's pass is running (`hold_ack`), and the streams whose
-    /// ACK it kept.
+    /// output is kept back: an ACK that pass kept, or posts (`drive`).
     in_pass: bool,
-    held_acks: Vec<u64>,
+    held: Vec<u64>,
+    /// Consumer passes that polled (`Conn::post_gen`).
+    pass_gen: u64,
     /// Frames taken in or sent out (a pass that moved none is idle), and
     /// when a polling consumer idle for a while gives its CPU away: with
     /// more spinning ranks than cores (MPI on a laptop or a CI machine) the
@@ -258,7 +263,8 @@ impl Progress {
             pass_list: Vec::new(),
             pass_events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
             in_pass: false,
-            held_acks: Vec::new(),
+            held: Vec::new(),
+            pass_gen: 1,
             frames: 0,
             idle: tune::YieldClock::default(),
             timers_changed: false,
@@ -305,7 +311,7 @@ impl Progress {
     /// with work found before sleeping, timeouts.
     fn serve(&mut self, events: &[libc::epoll_event]) {
         self.awake();
-        self.flush_acks();
+        self.flush_held();
         self.dispatch(events);
         self.pump_ready();
         self.expire();
@@ -383,7 +389,7 @@ impl Progress {
         self.seen_passes = self.passes;
         if !polling {
             // No tick will come: nothing may stay held.
-            self.flush_acks();
+            self.flush_held();
         }
         let work = if polling { self.look() } else { self.prepare_sleep() };
         if work {
@@ -973,24 +979,24 @@ impl Progress {
         let lone = !c.shm_out && !c.ack_held && c.phase == Phase::Open && !c.out.active && c.ctl.is_empty() && c.resp.len() == 1 && matches!(c.resp.front(), Some(Resp::Ack(_)));
         if lone {
             c.ack_held = true;
-            self.held_acks.push(token);
+            self.held.push(token);
         }
         lone
     }
 
-    /// Sends the ACKs `hold_ack` kept.
-    fn flush_acks(&mut self) {
-        if self.held_acks.is_empty() {
+    /// Sends what `hold_ack` and `drive` kept back.
+    fn flush_held(&mut self) {
+        if self.held.is_empty() {
             return;
         }
-        let held = std::mem::take(&mut self.held_acks);
+        let held = std::mem::take(&mut self.held);
         let was = std::mem::replace(&mut self.in_pass, false);
         for &t in &held {
             self.guarded(t, |p| p.pump(t, false, false));
         }
         self.in_pass = was;
-        self.held_acks = held;
-        self.held_acks.clear();
+        self.held = held;
+        self.held.clear();
     }
 
     /// Closes a connection and tells its id why.
@@ -1334,6 +1340,7 @@ impl Progress {
 
     fn write_some(&mut self, token: u64) -> Result<(), End> {
         let mut budget = 256;
+        let mut corked = false;
         loop {
             budget -= 1;
             if budget == 0 {
@@ -1349,11 +1356,20 @@ impl Progress {
                 return Ok(());
             }
             if !c.out.active && !next_frame(c) {
+                if corked {
+                    // The frame said to follow did not (a request failed
+                    // locally and halted the queue): its bytes go now.
+                    cm::uncork(c.fd);
+                }
                 return Ok(());
             }
-            if !send_frame(c)? {
+            // Short frames that follow at once share segments (MSG_MORE);
+            // never the budget's last, which nothing may follow for a while.
+            let more = budget > 1 && !c.shm_out && c.out.total <= SHORT_FRAME && (!c.ctl.is_empty() || !c.resp.is_empty() || c.live_qp().is_some_and(|q| q.unsent.load(Ordering::Acquire) > 0));
+            if !send_frame(c, more)? {
                 return Ok(());
             }
+            corked = more;
             self.frames = self.frames.wrapping_add(1);
             if c.shm_out_next {
                 // The REP is out: the rest goes through the mapping.
@@ -1554,9 +1570,10 @@ impl Engine for Progress {
             self.passes = self.passes.wrapping_add(1);
             self.shared.passes.store(self.passes, Ordering::Relaxed);
             self.poller = true;
+            self.pass_gen += 1;
         }
         let frames = self.frames;
-        self.flush_acks();
+        self.flush_held();
         self.in_pass = polling;
         let mut list = std::mem::take(&mut self.pass_list);
         list.clear();
@@ -1620,7 +1637,7 @@ impl Engine for Progress {
         polling && self.idle.due(events || self.frames != frames, now, tune::yield_ns())
     }
 
-    fn drive(&mut self, token: u64, retry_stall: bool) {
+    fn drive(&mut self, token: u64, retry_stall: bool, small: bool) {
         // A TCP stream's input waits for epoll, unless bytes already read
         // (a message held for a receive) are what the post lets go on.
         // A polling consumer's post reads its ring as a pass does. One
@@ -1631,6 +1648,12 @@ impl Engine for Progress {
         // per few messages each way (msg_rate: about one system call per
         // ten messages).
         let poller = self.poller;
+        // A stream's second short post since the consumer's last empty
+        // poll waits (up to `tune::batch`) for its next one, the thread's
+        // tick or the consumer's sleep: the consumer is posting a burst,
+        // which then goes in one write (msg_rate over TCP: 0.20 to 0.6 M/s).
+        // The first goes at once: a ping-pong's answer never waits.
+        let hold = small && poller && self.on_quiet_set;
         if poller {
             self.passes = self.passes.wrapping_add(1);
             self.shared.passes.store(self.passes, Ordering::Relaxed);
@@ -1641,6 +1664,15 @@ impl Engine for Progress {
                 m.rx.polled(clock::ticks());
             }
             let read = c.shm_in || retry_stall || c.end > c.start;
+            if !retry_stall && !c.shm_out && c.phase == Phase::Open {
+                if hold && c.post_gen == p.pass_gen && !c.disc_sent && c.live_qp().is_some_and(|q| q.unsent.load(Ordering::Acquire) as u64 <= tune::batch()) {
+                    if !p.held.contains(&token) {
+                        p.held.push(token);
+                    }
+                    return;
+                }
+                c.post_gen = p.pass_gen;
+            }
             // On the on-node path a lone request goes out at once; then the
             // general pump only if input waits in the ring (this post
             // stamped the ring as looked at, so the peer skips its doorbell:
@@ -1662,7 +1694,7 @@ impl Engine for Progress {
         self.seen_passes = self.passes;
         self.active_at = 0;
         self.poller = false;
-        self.flush_acks();
+        self.flush_held();
         // This consumer stops looking for answers: doorbells it skipped
         // and that are still unread go now.
         for &t in &self.shm_conns {
@@ -1844,4 +1876,78 @@ mod tests {
             }
         }
     }
+
+    /// Bytes a non-blocking read finds on `fd` now.
+    fn waiting(fd: i32) -> usize {
+        let mut b = [0u8; 4096];
+        // SAFETY: a non-blocking read into our stack buffer.
+        let n = unsafe { libc::recv(fd, b.as_mut_ptr() as *mut libc::c_void, b.len(), libc::MSG_DONTWAIT) };
+        n.max(0) as usize
+    }
+
+    #[test]
+    fn a_burst_on_a_stream_waits_for_the_next_pass_or_tick_and_its_first_post_does_not() {
+        use dapl_core::backend::{QpCaps, QpOps, SendOp, SendRequest};
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        // SAFETY: plain syscall.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        let mut p = Progress::new(shared.clone(), epfd);
+        let cq = super::super::cq::Cq::create(&shared, 64).unwrap();
+        let pd = super::super::keys::Pd::new(shared.clone());
+        let caps = QpCaps { send_wr: 64, recv_wr: 4, send_sge: 1, recv_sge: 1, datagram: false };
+        let qp = super::super::qp::Qp::create(&shared, &pd, &cq, &cq, None, &caps, std::ptr::null_mut()).unwrap();
+        qp.0.state.store(RTS, Ordering::Release);
+        let sv = socketpair();
+        // SAFETY: as above.
+        let mut c = Conn::new(sv[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() });
+        c.qp = Some(qp.0.clone());
+        let t = p.conns.insert(c);
+        // A short send from the consumer's thread, as `Qp::enqueue` drives it.
+        let post = |p: &mut Progress, small: bool| {
+            qp.post_send(1, &[], &SendRequest::plain(SendOp::Send), 0).unwrap();
+            p.drive(t, false, small);
+        };
+        // A consumer polls and the thread ticks: a burst's first post goes
+        // at once, the rest wait.
+        p.poller = true;
+        p.on_quiet_set = true;
+        post(&mut p, true);
+        assert_eq!(waiting(sv[1]), HDR, "the burst's first post waited");
+        post(&mut p, true);
+        post(&mut p, true);
+        assert_eq!(waiting(sv[1]), 0, "a burst's later post went at once");
+        // The thread's tick sends both.
+        p.serve(&[]);
+        assert_eq!(waiting(sv[1]), 2 * HDR, "the tick left posts held");
+        // Still no empty poll since: the next post waits too; the consumer's
+        // empty poll sends it, and the post after that goes at once.
+        post(&mut p, true);
+        assert_eq!(waiting(sv[1]), 0);
+        p.consumer_pass(true);
+        assert_eq!(waiting(sv[1]), HDR, "an empty poll left a post held");
+        post(&mut p, true);
+        assert_eq!(waiting(sv[1]), HDR, "the first post after an empty poll waited");
+        // A long post is never held, nor any post while the thread does not tick.
+        post(&mut p, false);
+        assert_eq!(waiting(sv[1]), HDR);
+        p.on_quiet_set = false;
+        post(&mut p, true);
+        assert_eq!(waiting(sv[1]), HDR, "a post waited for a tick that will not come");
+        // Held posts are written as the thread plans a sleep with no tick.
+        p.on_quiet_set = true;
+        post(&mut p, true);
+        assert_eq!(waiting(sv[1]), 0);
+        p.shared.quiet.store(true, Ordering::SeqCst);
+        let _ = p.sleep_plan();
+        assert_eq!(waiting(sv[1]), HDR, "a post stayed held through a sleep with no tick");
+        drop(p);
+        // SAFETY: our fds (a Conn leaves its fd to `end`; the epoll is ours here).
+        unsafe {
+            for fd in [sv[0], sv[1], epfd] {
+                libc::close(fd);
+            }
+        }
+    }
+
 }

@@ -33,6 +33,11 @@ pub struct Sge {
     pub key: u32,
 }
 
+/// A post whose payload is this long or shorter may wait on a stream for
+/// the burst it starts (`Progress::drive`): many in one write is what the
+/// batching buys; a longer one fills segments of its own.
+pub const SHORT_POST: u64 = 2048;
+
 pub const RESET: u8 = 0;
 pub const INIT: u8 = 1;
 pub const RTS: u8 = 2;
@@ -552,7 +557,8 @@ impl Qp {
                 sq.push(w, sges)?;
                 q.unsent.store((sq.head - sq.sent) as u32, Ordering::Release);
                 drop(sq);
-                q.shared.drive(q.conn.load(Ordering::Acquire), false);
+                let small = !matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) || w.len <= SHORT_POST;
+                q.shared.drive(q.conn.load(Ordering::Acquire), false, small);
                 Ok(())
             }
             // Verbs completes what is posted to a failed QP as flushed.
@@ -668,7 +674,7 @@ impl QpOps<Sock> for Qp {
         // that flagged it did so before its last look under this queue's
         // lock, so our push either was in that look or sees the flag.
         if q.starved.load(Ordering::Acquire) && q.starved.swap(false, Ordering::SeqCst) {
-            q.shared.drive(q.conn.load(Ordering::Acquire), true);
+            q.shared.drive(q.conn.load(Ordering::Acquire), true, false);
         }
         Ok(())
     }

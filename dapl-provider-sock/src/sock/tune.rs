@@ -40,6 +40,15 @@ pub fn rnr_ns() -> u64 {
     read(&V, "DAPL_SOCK_RNR_US", 640).saturating_mul(1000)
 }
 
+/// How many short posts a TCP stream keeps back at most while the
+/// consumer posts a burst (`DAPL_SOCK_BATCH`; 0: every post is written at
+/// once): they go in one write at its next empty poll, its sleep or the
+/// progress thread's tick (1 ms), whichever comes first.
+pub fn batch() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    read(&V, "DAPL_SOCK_BATCH", 16)
+}
+
 /// When a polling consumer yields (`yield_ns`): it counts from the first
 /// pass that moved nothing, and starts again at every pass that moved a
 /// frame and at every yield.
