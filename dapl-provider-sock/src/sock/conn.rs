@@ -253,6 +253,11 @@ impl Conn {
         matches!(self.phase, Phase::AwaitRep | Phase::AwaitReq | Phase::Open) && !matches!(self.inp, InState::Stalled(_))
     }
 
+    /// All that waits to go out is the ACK a pass kept back (`hold_ack`).
+    pub(super) fn only_held_ack(&self) -> bool {
+        self.ack_held && !self.out.active && self.ctl.is_empty() && self.resp.len() == 1
+    }
+
     pub(super) fn wants_out(&self) -> bool {
         self.out.active || !self.ctl.is_empty() || (self.phase == Phase::Open && !self.disc_sent && !self.resp.is_empty())
     }

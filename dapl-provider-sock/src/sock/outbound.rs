@@ -26,7 +26,7 @@ pub(super) fn next_frame(c: &mut Conn) -> bool {
     c.out.segs.clear();
     c.out.pre_len = 0;
     let mut h = Hdr::default();
-    if let (Some(&Resp::Ack(n)), 1, false) = (c.resp.front(), c.resp.len(), c.shm_out) {
+    if let (Some(&Resp::Ack(n)), 1) = (c.resp.front(), c.resp.len()) {
         // A lone ACK on a stream: it rides in front of our next request,
         // one system call for both (a ping-pong's answer carries the ACK
         // of what it answers).
@@ -191,21 +191,39 @@ fn bell(c: &mut Conn) {
 /// and set up as the connection's current frame for the general path (no
 /// room in the ring, or a by-reference transfer). None: nothing taken.
 pub(super) fn quick_send(c: &mut Conn) -> Option<bool> {
-    if !c.shm_out || c.phase != Phase::Open || c.disc_sent || c.out.active || !c.ctl.is_empty() || !c.resp.is_empty() || c.shm.is_none() {
+    // A lone ACK a pass kept back rides in front (`hold_ack`).
+    let ack = match (c.resp.front(), c.resp.len()) {
+        (None, _) => None,
+        (Some(&Resp::Ack(n)), 1) => Some(n),
+        _ => return None,
+    };
+    if !c.shm_out || c.phase != Phase::Open || c.disc_sent || c.out.active || !c.ctl.is_empty() || c.shm.is_none() {
         return None;
     }
     c.out.ctl = None;
     c.out.pre_len = 0;
     let w = c.take_request()?;
-    let need = HDR + w.len as usize;
+    if let Some(n) = ack {
+        c.resp.clear();
+        c.ack_held = false;
+        let mut a = Hdr::new(Op::Ack);
+        a.a = n;
+        a.encode(&mut c.out.pre);
+        c.out.pre_len = HDR;
+    }
+    let pre = c.out.pre_len;
+    let need = pre + HDR + w.len as usize;
     let inline = matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) && !by_reference(c, &w);
     if let (true, Some(m)) = (inline, &c.shm) {
         if m.tx.room(need) >= need {
             let mut hdr = [0u8; HDR];
             request_header(&w).encode(&mut hdr);
-            // SAFETY: our header, then local segments checked against their
+            // SAFETY: our headers, then local segments checked against their
             // keys when the request was taken; the room for all is there.
             unsafe {
+                if pre > 0 {
+                    m.tx.push(c.out.pre.as_ptr(), pre);
+                }
                 m.tx.push(hdr.as_ptr(), HDR);
                 for &(a, l) in &c.out.segs {
                     m.tx.push(a as *const u8, l as usize);
