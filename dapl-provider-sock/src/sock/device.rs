@@ -8,6 +8,7 @@ use super::Sock;
 use super::cm::{self, Events, Id};
 use super::eventfd::{Doorbell, eventfd, signal};
 use super::progress::{self, Cmd};
+use super::qp::{QpInner, Sge, Wqe};
 use super::spin::SpinLock;
 use dapl_core::backend::{AsyncEvent, AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
 use dat_abi::status::error;
@@ -47,6 +48,9 @@ pub trait Engine: Send {
     /// `small`: the request's frame is short (a stream may hold it back
     /// for the burst it starts).
     fn drive(&mut self, token: u64, retry_stall: bool, small: bool);
+    /// A post on the on-node path with nothing queued ahead of it: write
+    /// it into the peer's ring now. false: nothing done, it takes the queue.
+    fn post_direct(&mut self, token: u64, qp: &QpInner, w: &Wqe, sges: &[Sge]) -> bool;
     /// A consumer is about to sleep: peers must ring the doorbell again.
     fn quiet(&mut self);
     /// The progress thread, before `epoll_wait`: on which epoll instance

@@ -7,7 +7,7 @@ use super::conn::{Conn, End, Phase, Resp, errno};
 use super::role::on_progress_thread;
 use super::shm;
 use super::tune;
-use super::qp::{WOp, Wqe};
+use super::qp::{QpInner, Sge, WOp, Wqe};
 use super::wire::{F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, Op};
 
 /// Picks the next frame to send. false: nothing to send.
@@ -183,58 +183,55 @@ fn bell(c: &mut Conn) {
     }
 }
 
-/// A post's way out on the on-node path when nothing else is going out
-/// on the connection: the request's frame goes straight into the peer's
-/// ring, its header from the stack and its payload from its segments,
-/// without the general frame machinery (`next_frame`, `send_frame`; about
-/// a third of a post's instructions). Some(true): sent. Some(false): taken,
-/// and set up as the connection's current frame for the general path (no
-/// room in the ring, or a by-reference transfer). None: nothing taken.
-pub(super) fn quick_send(c: &mut Conn) -> Option<bool> {
-    // A lone ACK a pass kept back rides in front (`hold_ack`).
+/// A post that skipped the send queue (`Engine::post_direct`): with nothing else
+/// going out on an on-node connection and room in the peer's ring, its
+/// frame (after a lone ACK a pass kept back) goes into the ring now, once
+/// its QP has recorded it as transmitted (`QpInner::start_direct`).
+/// false: nothing done.
+pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge]) -> bool {
     let ack = match (c.resp.front(), c.resp.len()) {
         (None, _) => None,
         (Some(&Resp::Ack(n)), 1) => Some(n),
-        _ => return None,
+        _ => return false,
     };
-    if !c.shm_out || c.phase != Phase::Open || c.disc_sent || c.out.active || !c.ctl.is_empty() || c.shm.is_none() {
-        return None;
+    if !c.shm_out || c.phase != Phase::Open || c.disc_sent || c.out.active || !c.ctl.is_empty() || by_reference(c, w) {
+        return false;
     }
-    c.out.ctl = None;
-    c.out.pre_len = 0;
-    let w = c.take_request()?;
-    if let Some(n) = ack {
-        c.resp.clear();
-        c.ack_held = false;
-        let mut a = Hdr::new(Op::Ack);
-        a.a = n;
-        a.encode(&mut c.out.pre);
-        c.out.pre_len = HDR;
+    if !c.live_qp().is_some_and(|x| std::ptr::eq(&**x, q)) {
+        return false;
     }
-    let pre = c.out.pre_len;
+    let Some(m) = &c.shm else { return false };
+    let pre = if ack.is_some() { HDR } else { 0 };
     let need = pre + HDR + w.len as usize;
-    let inline = matches!(w.op, WOp::Send | WOp::Write | WOp::WriteImm) && !by_reference(c, &w);
-    if let (true, Some(m)) = (inline, &c.shm) {
-        if m.tx.room(need) >= need {
-            let mut hdr = [0u8; HDR];
-            request_header(&w).encode(&mut hdr);
-            // SAFETY: our headers, then local segments checked against their
-            // keys when the request was taken; the room for all is there.
-            unsafe {
-                if pre > 0 {
-                    m.tx.push(c.out.pre.as_ptr(), pre);
-                }
-                m.tx.push(hdr.as_ptr(), HDR);
-                for &(a, l) in &c.out.segs {
-                    m.tx.push(a as *const u8, l as usize);
-                }
+    // Checked before the QP records it: only this engine writes the ring,
+    // so the room cannot shrink in between.
+    if m.tx.room(need) < need || !q.start_direct(w, sges) {
+        return false;
+    }
+    let mut hdr = [0u8; HDR];
+    // SAFETY: our headers, then segments the QP checked against their keys;
+    // the room for all is there.
+    unsafe {
+        if let Some(n) = ack {
+            let mut a = Hdr::new(Op::Ack);
+            a.a = n;
+            a.encode(&mut hdr);
+            m.tx.push(hdr.as_ptr(), HDR);
+        }
+        request_header(w).encode(&mut hdr);
+        m.tx.push(hdr.as_ptr(), HDR);
+        for g in sges {
+            if g.len > 0 {
+                m.tx.push(g.addr as *const u8, g.len as usize);
             }
-            bell(c);
-            return Some(true);
         }
     }
-    request_frame(c, &w);
-    Some(false)
+    if ack.is_some() {
+        c.resp.clear();
+        c.ack_held = false;
+    }
+    bell(c);
+    true
 }
 
 /// Writes what it can of the current frame. true: the frame is out.

@@ -40,8 +40,8 @@ use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
 use super::device::{Engine, Shared, lock};
 use super::inbound::{by_reference, fill, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
-use super::outbound::{add_trailer, next_frame, quick_send, send_frame};
-use super::qp::{self, QpInner, RTS, WOp};
+use super::outbound::{add_trailer, direct_send, next_frame, send_frame};
+use super::qp::{self, QpInner, RTS, Sge, WOp, Wqe};
 use super::role;
 use super::shm::{self, Shm};
 use super::slab::Slab;
@@ -983,7 +983,7 @@ impl Progress {
     /// Whether a consumer's pass keeps the connection's output, a lone
     /// ACK, for a moment: the consumer is likely to answer what it just
     /// received, and the ACK then rides with the answer (`next_frame`,
-    /// `quick_send`): one `sendmsg` where there were two on a stream, and
+    /// `direct_send`): one `sendmsg` where there were two on a stream, and
     /// on the on-node path the answer's quick way instead of a frame of
     /// its own through the general one. Held once: the
     /// next pass, post or thread turn sends it, and the thread ticks
@@ -1738,21 +1738,42 @@ impl Engine for Progress {
                 }
                 c.post_gen = p.pass_gen;
             }
-            // On the on-node path a lone request goes out at once; then the
-            // general pump only if input waits in the ring (this post
-            // stamped the ring as looked at, so the peer skips its doorbell:
-            // a consumer that posts and spins on its memory, as MPI's eager
-            // RDMA does, must still take what arrived) or more requests do.
-            if !retry_stall && quick_send(c) == Some(true) {
-                p.frames = p.frames.wrapping_add(1);
-                let input = c.shm_in && c.shm.as_ref().is_some_and(|m| m.rx.available() > 0);
-                if !input && c.live_qp().is_none_or(|q| q.unsent.load(Ordering::Acquire) == 0) {
-                    return;
-                }
-            }
             p.pump(token, retry_stall, read);
         });
         self.hand_back();
+    }
+
+    fn post_direct(&mut self, token: u64, q: &QpInner, w: &Wqe, sges: &[Sge]) -> bool {
+        let poller = self.poller;
+        let mut sent = false;
+        self.guarded(token, |p| {
+            let Some(c) = p.conns.get_mut(&token) else { return };
+            if !direct_send(c, q, w, sges) {
+                return;
+            }
+            sent = true;
+            // As `drive`: a polling consumer's post counts as its pass, and
+            // takes what waits in its ring (the post stamped the ring as
+            // looked at, so the peer skips its doorbell: a consumer that
+            // posts and spins on its memory, as MPI's eager RDMA does, must
+            // still take what arrived).
+            if poller {
+                p.passes = p.passes.wrapping_add(1);
+                p.shared.passes.store(p.passes, Ordering::Relaxed);
+            }
+            p.frames = p.frames.wrapping_add(1);
+            let Some(m) = &c.shm else { return };
+            if poller {
+                m.rx.polled(clock::ticks());
+            }
+            if c.shm_in && m.rx.available() > 0 {
+                p.pump(token, false, true);
+            }
+        });
+        if sent {
+            self.hand_back();
+        }
+        sent
     }
 
     fn quiet(&mut self) {

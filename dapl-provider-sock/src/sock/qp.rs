@@ -417,6 +417,33 @@ impl QpInner {
         Some(w)
     }
 
+    /// A post's way out on the on-node path, under the send queue's lock:
+    /// with nothing waiting ahead of it, checks its segments against their
+    /// keys and records it as transmitted, for the caller to write into the
+    /// peer's ring at once. false: it takes the queue (a failed key check
+    /// then completes in order there).
+    pub fn start_direct(&self, w: &Wqe, sges: &[Sge]) -> bool {
+        let mut sq = self.sq.lock();
+        if !self.is(RTS) || sq.halted || sq.sent != sq.head || sq.head - sq.done >= sq.cap as u64 {
+            return false;
+        }
+        for g in sges {
+            if g.len == 0 {
+                continue;
+            }
+            match sq.keys.local(g.key) {
+                Some(r) if r.allows(g.addr, g.len as u64, 0, self.pd) => {}
+                _ => return false,
+            }
+        }
+        let s = sq.slot(sq.head);
+        // Transmitted: its segments are not needed again.
+        sq.wqes[s] = Wqe { nsge: 0, state: AWAIT, ..*w };
+        sq.head += 1;
+        sq.sent = sq.head;
+        true
+    }
+
     /// The next receive for an arriving message, from the RQ or the SRQ.
     pub fn take_recv(&self, out: &mut RecvWqe) -> bool {
         let pop = |out: &mut RecvWqe| match &self.srq {
@@ -644,6 +671,16 @@ impl QpOps<Sock> for Qp {
             swap: req.atomic.1,
             ..Default::default()
         };
+        // On the on-node path, with nothing queued ahead: straight into
+        // the peer's ring, if the engine is free (`Engine::post_direct`).
+        let q = &*self.0;
+        if matches!(op, WOp::Send | WOp::Write | WOp::WriteImm) && q.unsent.load(Ordering::Acquire) == 0 {
+            let token = q.conn.load(Ordering::Acquire);
+            let mut sent = false;
+            if token != 0 && q.is(RTS) && q.shared.try_engine(|e| sent = e.post_direct(token, q, &w, sges)) && sent {
+                return Ok(());
+            }
+        }
         self.enqueue(w, sges)
     }
 
