@@ -19,14 +19,12 @@
 //! consumer frees room with a Release store of `tail`.
 //!
 //! Doorbell, the lost-wakeup race: a consumer about to sleep stores
-//! `sleeping = 1`, fences and looks at `head` once more; a producer stores
-//! `head`, fences and looks at `sleeping`. One of the two sees the other's
-//! store, so either the consumer does not sleep or the producer rings (and
-//! clears the flag, so one byte per sleep). A producer that finds the ring
-//! full does the same with `waiting`, and the consumer rings it after it
-//! frees room. The side that sets a flag fences for both where it can
-//! (`barrier`: membarrier), and the data path's push and take then fence
-//! only as far as the compiler.
+//! `sleeping = 1`, fences (SeqCst) and looks at `head` once more; a
+//! producer stores `head`, fences (SeqCst) and looks at `sleeping`. One of
+//! the two sees the other's store, so either the consumer does not sleep
+//! or the producer rings (and clears the flag, so one byte per sleep). A
+//! producer that finds the ring full does the same with `waiting`, and the
+//! consumer rings it after it frees room.
 //!
 //! While the consumer's process polls (its engine run by the consumer's
 //! own calls, `progress`), its thread flags `sleeping = 2` instead: ring
@@ -778,55 +776,6 @@ mod tests {
         assert!(!r.must_ring_producer());
         // Room already there: the producer does not wait.
         assert!(r.prepare_wait());
-    }
-
-    /// The lost-wakeup race, run for real: a consumer flags its sleep and
-    /// looks at the ring while a producer pushes and looks at the flag,
-    /// from two threads started together, many times. Either the consumer
-    /// sees the byte or the producer rings. The producer fences only as
-    /// far as the compiler when this process takes part in `barrier`'s
-    /// asymmetric fences (the consumer's `heavy` then fences for both).
-    /// With the consumer's fence only the compiler's as well, x86's
-    /// store-load reordering lost a wakeup here by round 130, 665 and 771
-    /// of three runs.
-    #[test]
-    fn no_wakeup_is_lost_between_two_threads() {
-        use std::sync::atomic::AtomicBool;
-        let t = ring(1 << 12);
-        let r = &t.ring;
-        r.ctl().heavy.0.store(READER_HEAVY, Ordering::Relaxed);
-        const ROUNDS: u64 = 20_000;
-        let go = AtomicU64::new(0);
-        let done = AtomicU64::new(0);
-        let saw = AtomicBool::new(false);
-        let mut lost = None;
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                for round in 1..=ROUNDS {
-                    while go.load(Ordering::Acquire) < round {
-                        std::hint::spin_loop();
-                    }
-                    r.flag_sleep();
-                    barrier::heavy();
-                    saw.store(r.available() > 0, Ordering::Relaxed);
-                    done.store(round, Ordering::Release);
-                }
-            });
-            for round in 1..=ROUNDS {
-                go.store(round, Ordering::Release);
-                assert_eq!(push(r, b"x"), 1);
-                let rang = r.bell() == Bell::Ring;
-                while done.load(Ordering::Acquire) < round {
-                    std::hint::spin_loop();
-                }
-                if !rang && !saw.load(Ordering::Relaxed) {
-                    lost.get_or_insert(round);
-                }
-                assert_eq!(pop(r, 1), b"x");
-                r.awake();
-            }
-        });
-        assert_eq!(lost, None, "a round where the consumer saw no byte and the producer did not ring");
     }
 
     #[test]
