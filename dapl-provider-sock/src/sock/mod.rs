@@ -31,7 +31,6 @@
 //! The same frames and the same code serve both paths, so their semantics
 //! agree. `DAPL_SOCK_SHM=0` and `DAPL_SOCK_CMA=0` turn either off.
 
-pub mod barrier;
 pub mod clock;
 pub mod cm;
 pub mod conn;

@@ -34,7 +34,6 @@
 //! the target checks the rkey, then `shm::pull`/`shm::push_to` move the
 //! bytes between the two processes.
 
-use super::barrier;
 use super::clock;
 use super::cm::{self, Ev, IdInfo, IdState};
 use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
@@ -432,23 +431,10 @@ impl Progress {
         self.ready.clear();
         self.ready.append(&mut self.again);
         let now = clock::ticks();
-        // Every flag, one fence for all (a system call: see `barrier`), every look.
-        let mut flagged = false;
-        for &t in &self.shm_conns {
-            if let Some(c) = self.conns.get(&t).filter(|c| c.shm_in && c.reading()) {
-                if let Some(m) = &c.shm {
-                    m.rx.flag_doze();
-                    flagged = true;
-                }
-            }
-        }
-        if flagged {
-            barrier::heavy();
-        }
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get(&t) else { continue };
             let Some(m) = &c.shm else { continue };
-            let doze = c.shm_in && c.reading() && m.rx.available() > 0;
+            let doze = c.shm_in && c.reading() && m.rx.prepare_doze();
             if (doze || has_work(c)) && !m.rx.looked_within(now) {
                 self.ready.push(t);
             }
@@ -503,29 +489,17 @@ impl Progress {
     fn prepare_sleep(&mut self) -> bool {
         self.ready.clear();
         self.ready.append(&mut self.again);
-        // As in `look`: every flag, one fence, every look.
-        let mut flagged = false;
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get(&t) else { continue };
             let Some(m) = &c.shm else { continue };
-            if c.shm_in && c.reading() {
-                m.rx.flag_sleep();
-                flagged = true;
+            let mut work = false;
+            if c.shm_in && c.reading() && m.rx.prepare_sleep() {
+                work = true;
             }
-            if c.shm_out && c.wants_out() {
-                m.tx.flag_wait();
-                flagged = true;
+            if c.shm_out && c.wants_out() && m.tx.prepare_wait() {
+                work = true;
             }
-        }
-        if flagged {
-            barrier::heavy();
-        }
-        for &t in &self.shm_conns {
-            let Some(c) = self.conns.get(&t) else { continue };
-            let Some(m) = &c.shm else { continue };
-            let data = c.shm_in && c.reading() && m.rx.available() > 0;
-            let room = c.shm_out && c.wants_out() && m.tx.space() > 0;
-            if data || room {
+            if work {
                 self.ready.push(t);
             }
         }

@@ -38,12 +38,11 @@
 //! `OVERDUE_NS` unread, so a consumer that stopped polling to spin on its
 //! memory waits microseconds, not the tick.
 
-use super::barrier;
 use super::clock;
 use super::tail;
 use std::io;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 /// Bytes per ring (one per direction).
 pub const RING: usize = 1 << 20;
@@ -162,14 +161,7 @@ pub struct Ctl {
     sleeping: Line<AtomicU32>,
     waiting: Line<AtomicU32>,
     polled: Line<AtomicU64>,
-    /// Which side sets its flag with `barrier::heavy` (`READER_HEAVY`,
-    /// `WRITER_HEAVY`): the other side's data path then skips its fence.
-    /// Zero from a peer that predates it, and both sides fence.
-    heavy: Line<AtomicU32>,
 }
-
-const READER_HEAVY: u32 = 1;
-const WRITER_HEAVY: u32 = 2;
 
 /// How recent a consumer's look at its ring must be for a producer to skip
 /// the doorbell of a reader flagged `sleeping = 2`.
@@ -307,32 +299,20 @@ impl Ring {
         n
     }
 
-    /// Consumer, before it sleeps: flags it. Then `barrier::heavy` and a
-    /// look at `available`: data that came meanwhile means do not sleep.
-    pub fn flag_sleep(&self) {
-        self.ctl().sleeping.0.store(1, Ordering::Relaxed);
-    }
-
-    /// Consumer's thread, going to sleep on a tick while its consumer
-    /// polls: producers ring only if the consumer stops looking. Then as
-    /// for `flag_sleep`.
-    pub fn flag_doze(&self) {
-        self.ctl().sleeping.0.store(2, Ordering::Relaxed);
-    }
-
-    /// `flag_sleep`, the fence and the look. true: data came meanwhile.
-    #[cfg(test)]
+    /// Consumer, before it sleeps: flags it, then true if data came
+    /// meanwhile (do not sleep then).
     pub fn prepare_sleep(&self) -> bool {
-        self.flag_sleep();
-        barrier::heavy();
+        self.ctl().sleeping.0.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         self.available() > 0
     }
 
-    /// `flag_doze`, the fence and the look. true: data came meanwhile.
-    #[cfg(test)]
+    /// Consumer's thread, going to sleep on a tick while its consumer
+    /// polls: producers ring only if the consumer stops looking. true: data
+    /// came meanwhile.
     pub fn prepare_doze(&self) -> bool {
-        self.flag_doze();
-        barrier::heavy();
+        self.ctl().sleeping.0.store(2, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         self.available() > 0
     }
 
@@ -360,8 +340,8 @@ impl Ring {
     /// consumer polled just now (`Skipped`: the producer checks later that
     /// it took the bytes, `overdue`).
     pub fn bell(&self) -> Bell {
+        fence(Ordering::SeqCst);
         let c = self.ctl();
-        barrier::light(c.heavy.0.load(Ordering::Relaxed) & READER_HEAVY != 0);
         match c.sleeping.0.load(Ordering::Relaxed) {
             0 => Bell::No,
             2 if self.looked_within(clock::ticks()) => Bell::Skipped,
@@ -393,25 +373,17 @@ impl Ring {
         self.ctl().head.0.load(Ordering::Relaxed)
     }
 
-    /// Producer, the ring full: flags it. Then `barrier::heavy` and a look
-    /// at `space`: room that came meanwhile means do not wait.
-    pub fn flag_wait(&self) {
-        self.ctl().waiting.0.store(1, Ordering::Relaxed);
-    }
-
-    /// `flag_wait`, the fence and the look. true: room came meanwhile.
-    #[cfg(test)]
+    /// Producer, the ring full: flags it, then true if room came meanwhile.
     pub fn prepare_wait(&self) -> bool {
-        self.flag_wait();
-        barrier::heavy();
+        self.ctl().waiting.0.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         self.space() > 0
     }
 
     /// Consumer, after a pop: whether the producer waits for room.
     pub fn must_ring_producer(&self) -> bool {
-        let c = self.ctl();
-        barrier::light(c.heavy.0.load(Ordering::Relaxed) & WRITER_HEAVY != 0);
-        let w = &c.waiting.0;
+        fence(Ordering::SeqCst);
+        let w = &self.ctl().waiting.0;
         w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0
     }
 }
@@ -454,10 +426,6 @@ impl Shm {
         // SAFETY: the mapping lives as long as the Shm that owns these rings.
         let (r0, r1) = unsafe { (Ring::new(c0, d0, RING), Ring::new(c1, d1, RING)) };
         let (tx, rx) = if creator { (r0, r1) } else { (r1, r0) };
-        if barrier::registered() {
-            tx.ctl().heavy.0.fetch_or(WRITER_HEAVY, Ordering::Relaxed);
-            rx.ctl().heavy.0.fetch_or(READER_HEAVY, Ordering::Relaxed);
-        }
         Shm { base, creator, peer_pid: 0, tx, rx, name }
     }
 
@@ -694,7 +662,6 @@ mod tests {
             sleeping: Line(AtomicU32::new(0)),
             waiting: Line(AtomicU32::new(0)),
             polled: Line(AtomicU64::new(0)),
-            heavy: Line(AtomicU32::new(0)),
         });
         let mut data = vec![0u8; cap];
         // SAFETY: both live in the TestRing beside the ring.
