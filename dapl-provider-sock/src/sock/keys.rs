@@ -108,6 +108,13 @@ impl Default for KeyCache {
 
 impl KeyCache {
     /// `lookup_local`, from the cache when it still holds.
+    /// Whether a local segment lies in its key's region, with `need`
+    /// rights, in protection domain `pd`.
+    #[inline]
+    pub fn allows(&mut self, key: u32, addr: u64, len: u64, need: u32, pd: u32) -> bool {
+        self.local(key).is_some_and(|r| r.allows(addr, len, need, pd))
+    }
+
     #[inline]
     pub fn local(&mut self, key: u32) -> Option<Region> {
         // Read before the table: a removal racing the lookup below then

@@ -30,11 +30,9 @@ pub(super) fn next_frame(c: &mut Conn) -> bool {
         // A lone ACK on a stream: it rides in front of our next request,
         // one system call for both (a ping-pong's answer carries the ACK
         // of what it answers).
-        let mut a = Hdr::new(Op::Ack);
-        a.a = n;
         if let Some(w) = c.take_request() {
             c.resp.clear();
-            a.encode(&mut c.out.pre);
+            Hdr::ack(n).encode(&mut c.out.pre);
             c.out.pre_len = HDR;
             return request_frame(c, &w);
         }
@@ -213,9 +211,7 @@ pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge]) -> b
     // the room for all is there.
     unsafe {
         if let Some(n) = ack {
-            let mut a = Hdr::new(Op::Ack);
-            a.a = n;
-            a.encode(&mut hdr);
+            Hdr::ack(n).encode(&mut hdr);
             m.tx.push(hdr.as_ptr(), HDR);
         }
         request_header(w).encode(&mut hdr);

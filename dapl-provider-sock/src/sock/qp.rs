@@ -391,9 +391,10 @@ impl QpInner {
                 if g.len == 0 {
                     continue;
                 }
-                match q.keys.local(g.key) {
-                    Some(r) if r.allows(g.addr, g.len as u64, need, self.pd) => segs.push((g.addr, g.len as u64)),
-                    _ => ok = false,
+                if q.keys.allows(g.key, g.addr, g.len as u64, need, self.pd) {
+                    segs.push((g.addr, g.len as u64));
+                } else {
+                    ok = false;
                 }
             }
             let atomic = matches!(sq.wqes[s].op, WOp::CmpSwap | WOp::FetchAdd);
@@ -427,14 +428,8 @@ impl QpInner {
         if !self.is(RTS) || sq.halted || sq.sent != sq.head || sq.head - sq.done >= sq.cap as u64 {
             return false;
         }
-        for g in sges {
-            if g.len == 0 {
-                continue;
-            }
-            match sq.keys.local(g.key) {
-                Some(r) if r.allows(g.addr, g.len as u64, 0, self.pd) => {}
-                _ => return false,
-            }
+        if !sges.iter().all(|g| g.len == 0 || sq.keys.allows(g.key, g.addr, g.len as u64, 0, self.pd)) {
+            return false;
         }
         let s = sq.slot(sq.head);
         // Transmitted: its segments are not needed again.

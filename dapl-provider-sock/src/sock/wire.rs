@@ -136,6 +136,11 @@ impl Hdr {
         Hdr { op: op as u8, ..Default::default() }
     }
 
+    /// A cumulative ACK of `n` messages.
+    pub fn ack(n: u64) -> Hdr {
+        Hdr { op: Op::Ack as u8, a: n, ..Default::default() }
+    }
+
     pub fn encode(&self, out: &mut [u8; HDR]) {
         out[0] = self.op;
         out[1] = self.flags;
