@@ -1468,9 +1468,10 @@ fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<
                 if g.len == 0 {
                     continue;
                 }
-                match c.keys.local(g.key) {
-                    Some(r) if r.allows(g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) => c.segs.push((g.addr, g.len as u64)),
-                    _ => prot = true,
+                if c.keys.allows(g.key, g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) {
+                    c.segs.push((g.addr, g.len as u64));
+                } else {
+                    prot = true;
                 }
                 room += g.len as u64;
             }
