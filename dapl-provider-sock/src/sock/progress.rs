@@ -984,7 +984,7 @@ impl Progress {
     /// ACK, for a moment: the consumer is likely to answer what it just
     /// received, and the ACK then rides with the answer (`next_frame`,
     /// `direct_send`): one `sendmsg` where there were two on a stream, and
-    /// on the on-node path the answer's quick way instead of a frame of
+    /// on the on-node path the answer's direct way instead of a frame of
     /// its own through the general one. Held once: the
     /// next pass, post or thread turn sends it, and the thread ticks
     /// (`on_quiet_set`) or a consumer about to sleep flushes it (`quiet`).
