@@ -1712,7 +1712,8 @@ impl Engine for Progress {
         // A stream's second short post since the consumer's last empty
         // poll waits (up to `tune::batch`) for its next one, the thread's
         // tick or the consumer's sleep: the consumer is posting a burst,
-        // which then goes in one write (msg_rate over TCP: 0.20 to 0.6 M/s).
+        // which then goes out in one segment (msg_rate over TCP: 0.20 to
+        // 0.6 M/s).
         // The first goes at once: a ping-pong's answer never waits.
         let hold = small && poller && self.on_quiet_set;
         if poller {

@@ -34,8 +34,8 @@ pub struct Sge {
 }
 
 /// A post whose payload is this long or shorter may wait on a stream for
-/// the burst it starts (`Progress::drive`): many in one write is what the
-/// batching buys; a longer one fills segments of its own.
+/// the burst it starts (`Progress::drive`): many in one TCP segment is
+/// what the batching buys; a longer one fills segments of its own.
 pub const SHORT_POST: u64 = 2048;
 
 pub const RESET: u8 = 0;

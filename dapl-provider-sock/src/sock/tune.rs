@@ -42,8 +42,9 @@ pub fn rnr_ns() -> u64 {
 
 /// How many short posts a TCP stream keeps back at most while the
 /// consumer posts a burst (`DAPL_SOCK_BATCH`; 0: every post is written at
-/// once): they go in one write at its next empty poll, its sleep or the
-/// progress thread's tick (1 ms), whichever comes first.
+/// once): they go out together, in one TCP segment, at its next empty
+/// poll, its sleep or the progress thread's tick (1 ms), whichever comes
+/// first.
 pub fn batch() -> u64 {
     static V: OnceLock<u64> = OnceLock::new();
     read(&V, "DAPL_SOCK_BATCH", 16)
