@@ -295,7 +295,8 @@ DAT_EP_ATTR small_attr(DAT_COUNT dtos, DAT_COUNT iov)
 	return a;
 }
 
-int pair_setup(struct pair *p, DAT_COUNT qlen, const DAT_EP_ATTR *attr)
+/* B's side on `ib_name`'s IA, or on A's when it is NULL. */
+static int setup(struct pair *p, DAT_COUNT qlen, const DAT_EP_ATTR *attr, const char *ib_name)
 {
 	DAT_RETURN r;
 
@@ -304,27 +305,41 @@ int pair_setup(struct pair *p, DAT_COUNT qlen, const DAT_EP_ATTR *attr)
 	p->ia = open_ia(g_ia);
 	if (!p->ia)
 		return 0;
+	p->ib = ib_name ? open_ia(ib_name) : p->ia;
+	if (!p->ib)
+		return 0;
 	p->pz = make_pz(p->ia);
-	p->cr = make_evd(p->ia, 8, DAT_EVD_CR_FLAG);
+	p->pzb = ib_name ? make_pz(p->ib) : p->pz;
+	p->cr = make_evd(p->ib, 8, DAT_EVD_CR_FLAG);
 	p->a.conn = make_evd(p->ia, 8, DAT_EVD_CONNECTION_FLAG);
-	p->b.conn = make_evd(p->ia, 8, DAT_EVD_CONNECTION_FLAG);
+	p->b.conn = make_evd(p->ib, 8, DAT_EVD_CONNECTION_FLAG);
 	p->a.req = make_evd(p->ia, qlen, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG);
-	p->b.req = make_evd(p->ia, qlen, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG);
+	p->b.req = make_evd(p->ib, qlen, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG);
 	p->a.recv = make_evd(p->ia, qlen, DAT_EVD_DTO_FLAG);
-	p->b.recv = make_evd(p->ia, qlen, DAT_EVD_DTO_FLAG);
-	if (!p->pz || !p->cr || !p->a.conn || !p->b.conn || !p->a.req || !p->b.req || !p->a.recv || !p->b.recv)
+	p->b.recv = make_evd(p->ib, qlen, DAT_EVD_DTO_FLAG);
+	if (!p->pz || !p->pzb || !p->cr || !p->a.conn || !p->b.conn || !p->a.req || !p->b.req || !p->a.recv || !p->b.recv)
 		return 0;
 	r = CALL(dat_ep_create(p->ia, p->pz, p->a.recv, p->a.req, p->a.conn, attr, &p->a.ep));
 	if (r != DAT_SUCCESS) {
 		fail("dat_ep_create(A): %s", describe(r));
 		return 0;
 	}
-	r = CALL(dat_ep_create(p->ia, p->pz, p->b.recv, p->b.req, p->b.conn, attr, &p->b.ep));
+	r = CALL(dat_ep_create(p->ib, p->pzb, p->b.recv, p->b.req, p->b.conn, attr, &p->b.ep));
 	if (r != DAT_SUCCESS) {
 		fail("dat_ep_create(B): %s", describe(r));
 		return 0;
 	}
 	return 1;
+}
+
+int pair_setup(struct pair *p, DAT_COUNT qlen, const DAT_EP_ATTR *attr)
+{
+	return setup(p, qlen, attr, NULL);
+}
+
+int pair_setup_apart(struct pair *p, DAT_COUNT qlen, const DAT_EP_ATTR *attr)
+{
+	return setup(p, qlen, attr, g_ia2);
 }
 
 int pair_connect(struct pair *p)
@@ -333,9 +348,9 @@ int pair_connect(struct pair *p)
 	DAT_EVENT ev;
 	DAT_RETURN r;
 
-	if (!self_addr(p->ia, &self))
+	if (!self_addr(p->ib, &self))
 		return 0;
-	r = CALL(dat_psp_create(p->ia, p->qual, p->cr, DAT_PSP_CONSUMER_FLAG, &p->psp));
+	r = CALL(dat_psp_create(p->ib, p->qual, p->cr, DAT_PSP_CONSUMER_FLAG, &p->psp));
 	if (r != DAT_SUCCESS) {
 		fail("dat_psp_create(conn_qual %llu): %s", (unsigned long long)p->qual, describe(r));
 		return 0;
@@ -367,9 +382,11 @@ int pair_open(struct pair *p)
 
 void pair_close(struct pair *p)
 {
+	if (p->ib && p->ib != p->ia)
+		close_ia(p->ib, DAT_CLOSE_ABRUPT_FLAG, "pair teardown, B's IA (ABRUPT)");
 	if (p->ia)
 		close_ia(p->ia, DAT_CLOSE_ABRUPT_FLAG, "pair teardown (ABRUPT)");
-	p->ia = NULL;
+	p->ia = p->ib = NULL;
 }
 
 int rdma_count(const char *kind, pid_t pid)

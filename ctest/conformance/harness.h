@@ -135,24 +135,26 @@ void expect_quiet(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, const char *what);
 /* The next DTO completion (status returned, -1 after a reported failure). */
 int next_dto(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_DTO_COMPLETION_EVENT_DATA *out, const char *what);
 
-/* Two EPs of one IA connected to each other: A connects to the IA's own
- * address, B is accepted from the PSP's CR. */
+/* Two EPs connected to each other: A connects to B's IA's address, B is
+ * accepted from the PSP's CR. Both on one IA (pair_setup), or B on a second
+ * IA with its own PZ (pair_setup_apart: nothing B's side does moves A's). */
 struct end {
 	DAT_EP_HANDLE ep;
 	DAT_EVD_HANDLE req, recv, conn;
 };
 struct pair {
-	DAT_IA_HANDLE ia;
+	DAT_IA_HANDLE ia, ib;	/* ib: B's IA (ia itself unless apart) */
 	DAT_EVD_HANDLE async, cr;
-	DAT_PZ_HANDLE pz;
+	DAT_PZ_HANDLE pz, pzb;
 	DAT_PSP_HANDLE psp;
 	DAT_CONN_QUAL qual;
 	struct end a, b;
 };
 int pair_setup(struct pair *p, DAT_COUNT qlen, const DAT_EP_ATTR *attr);
+int pair_setup_apart(struct pair *p, DAT_COUNT qlen, const DAT_EP_ATTR *attr);	/* B on g_ia2 */
 int pair_connect(struct pair *p);
 int pair_open(struct pair *p);	/* setup + connect */
-void pair_close(struct pair *p);	/* abrupt IA close */
+void pair_close(struct pair *p);	/* abrupt IA close (both, when apart) */
 DAT_EP_ATTR small_attr(DAT_COUNT dtos, DAT_COUNT iov);
 
 /* rdma resource show counts of this process ("qp", "cq", "mr", "pd",

@@ -18,69 +18,32 @@
 #include "harness.h"
 
 #include <string.h>
-#include <time.h>
 
 #define BURST 12		/* fewer than the sock provider keeps back at most */
 #define MSG 64
 #define WARM 4
 #define TAKE_US (5 * SEC)	/* per message: far beyond any flush interval */
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void case_burst_left_alone(void)
 {
-	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
-	DAT_IA_HANDLE ia_a = open_ia(g_ia), ia_b = open_ia(g_ia2);
-	DAT_PZ_HANDLE pz_a, pz_b;
-	DAT_EVD_HANDLE a_req, a_recv, a_conn, b_req, b_recv, b_conn, cr;
-	DAT_EP_HANDLE a = NULL, b = NULL;
-	DAT_PSP_HANDLE psp = NULL;
+	struct pair p;
 	DAT_EP_ATTR attr = small_attr(BURST + WARM + 4, 1);
-	struct sockaddr_in to;
 	struct mem sm, rm, wm_a, wm_b;
 	DAT_EVENT ev;
 	DAT_DTO_COMPLETION_EVENT_DATA d;
 	int taken = 0;
 
-	if (!ia_a || !ia_b)
-		goto out;
-	pz_a = make_pz(ia_a);
-	pz_b = make_pz(ia_b);
-	a_req = make_evd(ia_a, BURST * 2, DAT_EVD_DTO_FLAG);
-	a_recv = make_evd(ia_a, BURST * 2, DAT_EVD_DTO_FLAG);
-	a_conn = make_evd(ia_a, 4, DAT_EVD_CONNECTION_FLAG);
-	b_req = make_evd(ia_b, BURST * 2, DAT_EVD_DTO_FLAG);
-	b_recv = make_evd(ia_b, BURST * 2, DAT_EVD_DTO_FLAG);
-	b_conn = make_evd(ia_b, 4, DAT_EVD_CONNECTION_FLAG);
-	cr = make_evd(ia_b, 4, DAT_EVD_CR_FLAG);
-	if (!pz_a || !pz_b || !a_req || !a_recv || !a_conn || !b_req || !b_recv || !b_conn || !cr ||
-	    !mem_reg(ia_a, pz_a, BURST * MSG, DAT_MEM_PRIV_ALL_FLAG, &sm) ||
-	    !mem_reg(ia_b, pz_b, BURST * MSG, DAT_MEM_PRIV_ALL_FLAG, &rm) ||
-	    !mem_reg(ia_a, pz_a, WARM * MSG, DAT_MEM_PRIV_ALL_FLAG, &wm_a) ||
-	    !mem_reg(ia_b, pz_b, WARM * MSG, DAT_MEM_PRIV_ALL_FLAG, &wm_b) || !self_addr(ia_b, &to))
-		goto out;
-	CHECK_RC(dat_ep_create(ia_a, pz_a, a_recv, a_req, a_conn, &attr, &a), DAT_SUCCESS, "dat_ep_create(A)");
-	CHECK_RC(dat_ep_create(ia_b, pz_b, b_recv, b_req, b_conn, &attr, &b), DAT_SUCCESS, "dat_ep_create(B)");
-	if (!a || !b)
+	if (!pair_setup_apart(&p, BURST * 2, &attr) || !mem_reg(p.ia, p.pz, BURST * MSG, DAT_MEM_PRIV_ALL_FLAG, &sm) ||
+	    !mem_reg(p.ib, p.pzb, BURST * MSG, DAT_MEM_PRIV_ALL_FLAG, &rm) ||
+	    !mem_reg(p.ia, p.pz, WARM * MSG, DAT_MEM_PRIV_ALL_FLAG, &wm_a) ||
+	    !mem_reg(p.ib, p.pzb, WARM * MSG, DAT_MEM_PRIV_ALL_FLAG, &wm_b))
 		goto out;
 	for (int i = 0; i < BURST; i++) {
 		DAT_LMR_TRIPLET tr = triplet(&rm, (size_t)i * MSG, MSG);
 		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
-		CHECK_RC(dat_ep_post_recv(b, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "post_recv %d", i);
+		CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "post_recv %d", i);
 	}
-	CHECK_RC(dat_psp_create(ia_b, qual, cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS, "dat_psp_create");
-	CHECK_RC(dat_ep_connect(a, (DAT_IA_ADDRESS_PTR)&to, qual, 20 * SEC, 0, NULL, DAT_QOS_BEST_EFFORT,
-				DAT_CONNECT_DEFAULT_FLAG), DAT_SUCCESS, "dat_ep_connect");
-	if (!expect_ev(cr, WAIT_US, DAT_CONNECTION_REQUEST_EVENT, &ev, "CR EVD"))
-		goto out;
-	CHECK_RC(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, b, 0, NULL), DAT_SUCCESS, "dat_cr_accept");
-	if (!expect_ev(b_conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "B's connection EVD") ||
-	    !expect_ev(a_conn, WAIT_US, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "A's connection EVD"))
+	if (!pair_connect(&p))
 		goto out;
 
 	for (int i = 0; i < BURST; i++)
@@ -90,17 +53,17 @@ static void case_burst_left_alone(void)
 	for (int i = 0; i < WARM; i++) {
 		DAT_LMR_TRIPLET tr = triplet(&wm_a, (size_t)i * MSG, MSG);
 		DAT_DTO_COOKIE ck = { .as_64 = 200 + (uint64_t)i };
-		CHECK_RC(dat_ep_post_recv(a, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "A: post_recv %d", i);
+		CHECK_RC(dat_ep_post_recv(p.a.ep, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "A: post_recv %d", i);
 	}
 	for (int i = 0; i < WARM; i++) {
 		DAT_LMR_TRIPLET tr = triplet(&wm_b, (size_t)i * MSG, MSG);
 		DAT_DTO_COOKIE ck = { .as_64 = 300 + (uint64_t)i };
-		CHECK_RC(dat_ep_post_send(b, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "B: post_send %d", i);
+		CHECK_RC(dat_ep_post_send(p.b.ep, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "B: post_send %d", i);
 	}
 	for (int got = 0; got < WARM;) {
-		double t0 = mono_s();
+		double t0 = now_s();
 		DAT_RETURN r;
-		while ((r = dat_evd_dequeue(a_recv, &ev)) == DAT_QUEUE_EMPTY && mono_s() - t0 < 5.0)
+		while ((r = dat_evd_dequeue(p.a.recv, &ev)) == DAT_QUEUE_EMPTY && now_s() - t0 < 5.0)
 			;
 		if (r != DAT_SUCCESS || ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
 			fail("A's receive %d of B's warm-up: %s", got, describe(r));
@@ -108,8 +71,8 @@ static void case_burst_left_alone(void)
 		}
 		got++;
 	}
-	for (double t0 = mono_s(); mono_s() - t0 < 0.005;) {
-		DAT_RETURN r = dat_evd_dequeue(a_req, &ev);
+	for (double t0 = now_s(); now_s() - t0 < 0.005;) {
+		DAT_RETURN r = dat_evd_dequeue(p.a.req, &ev);
 		if (r != DAT_QUEUE_EMPTY) {
 			fail("dequeue on A's idle queue: %s", describe(r));
 			goto out;
@@ -118,11 +81,11 @@ static void case_burst_left_alone(void)
 	for (int i = 0; i < BURST; i++) {
 		DAT_LMR_TRIPLET tr = triplet(&sm, (size_t)i * MSG, MSG);
 		DAT_DTO_COOKIE ck = { .as_64 = 100 + (uint64_t)i };
-		CHECK_RC(dat_ep_post_send(a, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "post_send %d", i);
+		CHECK_RC(dat_ep_post_send(p.a.ep, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "post_send %d", i);
 	}
 	/* From here on, no call on A's IA until B has it all. */
 	for (; taken < BURST; taken++) {
-		if (next_dto(b_recv, TAKE_US, &d, "B's receive") != DAT_DTO_SUCCESS)
+		if (next_dto(p.b.recv, TAKE_US, &d, "B's receive") != DAT_DTO_SUCCESS)
 			break;
 		CHECK(d.user_cookie.as_64 == (uint64_t)taken, "receive %d: cookie %llu (out of order)", taken,
 		      (unsigned long long)d.user_cookie.as_64);
@@ -133,7 +96,7 @@ static void case_burst_left_alone(void)
 	}
 	CHECK(taken == BURST, "B took %d of the %d messages A posted and then left alone", taken, BURST);
 	for (int i = 0; i < BURST; i++) {
-		if (next_dto(a_req, WAIT_US, &d, "A's send completion") != DAT_DTO_SUCCESS)
+		if (next_dto(p.a.req, WAIT_US, &d, "A's send completion") != DAT_DTO_SUCCESS)
 			break;
 		CHECK(d.user_cookie.as_64 == 100 + (uint64_t)i, "send completion %d: cookie %llu", i,
 		      (unsigned long long)d.user_cookie.as_64);
@@ -142,8 +105,7 @@ static void case_burst_left_alone(void)
 	g_stats.bytes += (long)taken * MSG;
 	cover("dat_ep_post_send dat_ep_post_recv dat_evd_dequeue dat_evd_wait");
 out:
-	close_ia(ia_a, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close(A's IA)");
-	close_ia(ia_b, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close(B's IA)");
+	pair_close(&p);
 }
 
 const struct tcase progress_cases[] = {
