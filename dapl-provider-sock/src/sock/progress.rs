@@ -84,6 +84,9 @@ const MAX_RESP: usize = 1 << 16;
 const BELL: u64 = 0;
 /// How often the thread looks at the rings while a consumer polls them.
 const TICK_MS: i32 = 1;
+/// How long a consumer polls unseen before the thread plans for it
+/// (`polling_unplanned`).
+const REPLAN_NS: u64 = 100_000;
 /// How long the thread leaves output a polling consumer kept back
 /// (`flush_stale`), in nanoseconds.
 const HOLD_NS: u64 = 100_000;
@@ -245,6 +248,10 @@ struct Progress {
     /// A consumer's call made a ring live that the thread's sleep did not
     /// cover: `hand_back` wakes it to plan again.
     replan: bool,
+    /// When a consumer's passes began polling while the thread slept on a
+    /// plan made for consumers that sleep (ns; 0: not since that plan,
+    /// `u64::MAX`: the thread was asked to plan again).
+    polled_since: u64,
 }
 
 impl Progress {
@@ -281,6 +288,7 @@ impl Progress {
             timers_changed: false,
             rnr: Vec::new(),
             replan: false,
+            polled_since: 0,
         }
     }
 
@@ -400,6 +408,7 @@ impl Progress {
         }
         let polling = !quiet && now.saturating_sub(self.active_at) < TICK_MS as u64 * 1_000_000;
         self.seen_passes = self.passes;
+        self.polled_since = 0;
         if !polling {
             // No tick will come: nothing may stay held.
             self.flush_held();
@@ -580,6 +589,25 @@ impl Progress {
             self.replan = true;
         }
         true
+    }
+
+    /// A consumer polls while the thread sleeps on a plan made for one that
+    /// sleeps (it went quiet in a wait): on every socket, and with every
+    /// ring asking its writer to ring. That plan lasts until the thread's
+    /// epoll returns, which may be never: each message that arrives wakes
+    /// the thread on the consumer's CPU, the consumer reads it first, and
+    /// the kernel puts the thread back to sleep without returning: a TCP
+    /// ping-pong (dat-perf over a veth) ran at 14 µs a message instead of
+    /// 4.2 for up to 3 ms after each of its waits. Once the consumer has
+    /// polled for `REPLAN_NS` (longer than a wait's spin, `tune::spin_us`),
+    /// the thread plans again.
+    fn polling_unplanned(&mut self, now: u64) {
+        if self.polled_since == 0 {
+            self.polled_since = now.max(1);
+        } else if self.polled_since != u64::MAX && now.saturating_sub(self.polled_since) >= REPLAN_NS {
+            self.polled_since = u64::MAX;
+            self.replan = true;
+        }
     }
 
     fn expire(&mut self) {
@@ -1641,6 +1669,9 @@ impl Engine for Progress {
         let ticks = if self.shm_conns.is_empty() && !polling && self.rnr.is_empty() { 0 } else { clock::ticks() };
         let now = clock::ns_of(ticks);
         self.pass_ns = now;
+        if polling && !self.on_quiet_set {
+            self.polling_unplanned(now);
+        }
         if !self.rnr.is_empty() {
             self.expire_rnr(now);
         }
@@ -1775,6 +1806,8 @@ impl Engine for Progress {
         self.seen_passes = self.passes;
         self.active_at = 0;
         self.poller = false;
+        // A wait's spin is not polling: the clock starts again after it.
+        self.polled_since = 0;
         self.flush_held();
         // This consumer stops looking for answers: doorbells it skipped
         // and that are still unread go now.
@@ -2028,4 +2061,50 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_consumer_that_polls_after_a_wait_gets_the_thread_to_plan_for_it() {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        // SAFETY: plain syscall.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        let mut p = Progress::new(shared.clone(), epfd);
+        let sv = socketpair();
+        // SAFETY: as above.
+        let t = p.conns.insert(Conn::new(sv[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() }));
+        p.watch(sv[0], t, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32);
+        // The consumer went quiet in a wait: the thread plans a sleep on
+        // every socket, with no tick.
+        p.shared.quiet.store(true, Ordering::SeqCst);
+        let _ = p.sleep_plan();
+        assert!(!p.on_quiet_set);
+        // Its wait's last looks (an armed queue's) and a short spin of
+        // polls leave the thread alone.
+        p.consumer_pass(false);
+        std::thread::sleep(Duration::from_nanos(2 * REPLAN_NS));
+        p.consumer_pass(true);
+        p.consumer_pass(true);
+        assert!(!readable(shared.bell.fd()), "the thread was woken for a consumer that had just begun to poll");
+        // A wait's spins, one after another, are not polling either.
+        std::thread::sleep(Duration::from_nanos(2 * REPLAN_NS));
+        p.quiet();
+        p.consumer_pass(true);
+        assert!(!readable(shared.bell.fd()), "the thread was woken for a consumer that spins in its waits");
+        // Polling on: the thread is woken, once, to plan for it.
+        std::thread::sleep(Duration::from_nanos(2 * REPLAN_NS));
+        p.consumer_pass(true);
+        assert!(readable(shared.bell.fd()), "a consumer polling for longer than a wait's spin was left to a plan made for sleepers");
+        shared.bell.answer();
+        std::thread::sleep(Duration::from_nanos(2 * REPLAN_NS));
+        p.consumer_pass(true);
+        assert!(!readable(shared.bell.fd()), "the thread was woken again before it planned");
+        let _ = p.sleep_plan();
+        assert!(p.on_quiet_set, "the thread's new plan did not see the consumer poll");
+        drop(p);
+        // SAFETY: our fds (a Conn leaves its fd to `end`; the epoll is ours here).
+        unsafe {
+            for fd in [sv[0], sv[1], epfd] {
+                libc::close(fd);
+            }
+        }
+    }
 }
