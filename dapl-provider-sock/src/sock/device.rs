@@ -10,6 +10,7 @@ use super::eventfd::{Doorbell, eventfd, signal};
 use super::progress::{self, Cmd};
 use super::qp::{QpInner, Sge, Wqe};
 use super::spin::SpinLock;
+use super::ticker::Ticker;
 use dapl_core::backend::{AsyncEvent, AsyncHandler, CmHandler, DeviceOps, Limits, QpCaps, Tick};
 use dat_abi::status::error;
 use dat_abi::*;
@@ -89,6 +90,8 @@ pub struct Shared {
     /// Passes consumers made on the engine (its own count, copied here at
     /// each): the progress thread reads it without taking the engine.
     pub passes: AtomicU64,
+    /// The thread's tick while consumers poll (`ticker`).
+    pub ticker: Ticker,
 }
 
 impl Shared {
@@ -105,6 +108,7 @@ impl Shared {
             engine: SpinLock::new(None),
             quiet: AtomicBool::new(false),
             passes: AtomicU64::new(0),
+            ticker: Ticker::new()?,
         })
     }
 

@@ -19,7 +19,8 @@
 //! `wire` (frame format), `progress` (the socket engine), `shm` (the
 //! on-node mapping, rings and cross-memory attach), `qp` (queues and
 //! QP states), `srq`, `cq`, `keys` (PD, MR, MW and the key tables), `ud`,
-//! `tail` (the last bytes of a write, placed last and whole), `hash` (the
+//! `tail` (the last bytes of a write, placed last and whole), `ticker`
+//! (the thread's tick, which polling consumers push back), `hash` (the
 //! maps' hasher), `slab` (the engine's connections by token).
 //!
 //! On-node path (`shm`): when the handshake finds both ends on one host
@@ -49,6 +50,7 @@ pub mod slab;
 pub mod spin;
 pub mod srq;
 pub mod tail;
+pub mod ticker;
 pub mod tune;
 pub mod ud;
 pub mod wire;

@@ -82,8 +82,12 @@ const DIAL_BACKOFF_MAX: Duration = Duration::from_millis(200);
 const MAX_RESP: usize = 1 << 16;
 
 const BELL: u64 = 0;
+/// The ticker's token (`ticker`): above the counted tokens, without the
+/// connections' bit 63.
+const TICK: u64 = (1 << 63) - 1;
 /// How often the thread looks at the rings while a consumer polls them.
 const TICK_MS: i32 = 1;
+const TICK_NS: u64 = TICK_MS as u64 * 1_000_000;
 /// How long a consumer polls unseen before the thread plans for it
 /// (`polling_unplanned`).
 const REPLAN_NS: u64 = 100_000;
@@ -117,6 +121,7 @@ pub fn start(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
     let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: BELL };
     // SAFETY: the doorbell in the quiet set too.
     unsafe { libc::epoll_ctl(epq, libc::EPOLL_CTL_ADD, p.shared.bell.fd(), &mut ev) };
+    watch_in(epq, p.shared.ticker.fd(), TICK);
     *shared.engine.lock() = Some(Box::new(p));
     let r = std::thread::Builder::new().name("daplsock-progress".into()).spawn({
         let shared = shared.clone();
@@ -160,14 +165,21 @@ fn run(shared: &Shared) {
             log::error!("sock progress: epoll_wait: {}", io::Error::last_os_error());
             std::thread::sleep(Duration::from_millis(10));
         }
-        // A tick that brought nothing while consumers kept polling: their
-        // passes do what its turn would (listeners wake the quiet set
-        // themselves), and taking the engine from a polling consumer cost it
-        // a futex wake at every tick (the tail of TCP latency).
+        let got = &events[..n.max(0) as usize];
+        let tick = got.iter().any(|e| e.u64 == TICK);
+        if tick {
+            shared.ticker.take();
+        }
+        // A tick that brought nothing while consumers kept polling (posts
+        // count; empty polls push the ticker back themselves): their passes
+        // do what its turn would (listeners wake the quiet set themselves),
+        // and taking the engine from a polling consumer cost it a futex
+        // wake at every tick (the tail of TCP latency).
         if let Some((_, _, seen)) = &mut ticking {
             let passes = shared.passes.load(Ordering::Relaxed);
-            if n == 0 && passes != *seen {
+            if got.iter().all(|e| e.u64 == TICK) && passes != *seen {
                 *seen = passes;
+                shared.ticker.arm_in(TICK_NS);
                 continue;
             }
         }
@@ -252,6 +264,9 @@ struct Progress {
     /// plan made for consumers that sleep (ns; 0: not since that plan,
     /// `u64::MAX`: the thread was asked to plan again).
     polled_since: u64,
+    /// When the thread planned its tick, or a consumer's pass last pushed
+    /// it back (ns).
+    tick_pushed: u64,
 }
 
 impl Progress {
@@ -289,6 +304,7 @@ impl Progress {
             rnr: Vec::new(),
             replan: false,
             polled_since: 0,
+            tick_pushed: 0,
         }
     }
 
@@ -356,6 +372,10 @@ impl Progress {
         let mut bell = false;
         for ev in events {
             let (token, what) = (ev.u64, ev.events);
+            if token == TICK {
+                // Taken as the thread woke (`run`).
+                continue;
+            }
             if token == BELL {
                 // The thread's own wakeup: a consumer's look that answered it
                 // would leave the thread asleep on a plan the commands may
@@ -420,7 +440,15 @@ impl Progress {
         }
         let deadline = self.next_deadline();
         self.on_quiet_set = polling;
-        if polling { (self.epq, if deadline < 0 { TICK_MS } else { deadline.min(TICK_MS) }, deadline < 0) } else { (self.epfd, deadline, false) }
+        if polling {
+            // The tick comes from the ticker, which a polling consumer's
+            // passes push back (`push_tick`).
+            self.tick_pushed = now;
+            self.shared.ticker.arm_in(TICK_NS);
+            (self.epq, deadline, deadline < 0)
+        } else {
+            (self.epfd, deadline, false)
+        }
     }
 
     /// Before a tick's sleep while consumers poll: flags every ring it
@@ -601,6 +629,20 @@ impl Progress {
     /// 4.2 for up to 3 ms after each of its waits. Once the consumer has
     /// polled for `REPLAN_NS` (longer than a wait's spin, `tune::spin_us`),
     /// the thread plans again.
+    /// A polling consumer's pass, the thread asleep on its tick: the tick
+    /// moves a whole tick away again, so the thread sleeps on while passes
+    /// come and wakes within a tick of the last one. Pushed once 0.9 of it
+    /// went by: each push is a `timerfd_settime` (1.5 µs here, the timer
+    /// reprogrammed), and a consumer that polls comes back well within the
+    /// tenth left (pushed every half tick, the pushes cost a TCP ping-pong
+    /// nearly what the wakeups had).
+    fn push_tick(&mut self, now: u64) {
+        if now.saturating_sub(self.tick_pushed) >= TICK_NS / 10 * 9 {
+            self.tick_pushed = now;
+            self.shared.ticker.arm_in(TICK_NS);
+        }
+    }
+
     fn polling_unplanned(&mut self, now: u64) {
         if self.polled_since == 0 {
             self.polled_since = now.max(1);
@@ -1669,8 +1711,12 @@ impl Engine for Progress {
         let ticks = if self.shm_conns.is_empty() && !polling && self.rnr.is_empty() { 0 } else { clock::ticks() };
         let now = clock::ns_of(ticks);
         self.pass_ns = now;
-        if polling && !self.on_quiet_set {
-            self.polling_unplanned(now);
+        if polling {
+            if self.on_quiet_set {
+                self.push_tick(now);
+            } else {
+                self.polling_unplanned(now);
+            }
         }
         if !self.rnr.is_empty() {
             self.expire_rnr(now);
