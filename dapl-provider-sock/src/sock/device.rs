@@ -41,8 +41,9 @@ pub trait Engine: Send {
     /// A consumer found its queue empty: take what the on-node rings hold
     /// and send what waits. `polling`: count it as a consumer that polls
     /// (one about to sleep does not).
-    /// Returns true when the consumer has polled in vain long enough to
-    /// give up its CPU for a moment (`sched_yield`).
+    /// Returns true when the consumer should give up its CPU for a moment
+    /// (`sched_yield`): it has polled in vain long enough, or the thread
+    /// must run to plan for it.
     fn consumer_pass(&mut self, polling: bool) -> bool;
     /// A request was posted for the connection `token`: send it now;
     /// `retry_stall`: a receive was posted for a message that waited;

@@ -261,9 +261,11 @@ struct Progress {
     /// cover: `hand_back` wakes it to plan again.
     replan: bool,
     /// When a consumer's passes began polling while the thread slept on a
-    /// plan made for consumers that sleep (ns; 0: not since that plan,
-    /// `u64::MAX`: the thread was asked to plan again).
+    /// plan made for consumers that sleep, or last yielded for it (ns; 0:
+    /// not since that plan).
     polled_since: u64,
+    /// The thread was asked to plan again since its last plan.
+    replan_asked: bool,
     /// When the thread planned its tick, or a consumer's pass last pushed
     /// it back (ns).
     tick_pushed: u64,
@@ -304,6 +306,7 @@ impl Progress {
             rnr: Vec::new(),
             replan: false,
             polled_since: 0,
+            replan_asked: false,
             tick_pushed: 0,
         }
     }
@@ -429,6 +432,7 @@ impl Progress {
         let polling = !quiet && now.saturating_sub(self.active_at) < TICK_MS as u64 * 1_000_000;
         self.seen_passes = self.passes;
         self.polled_since = 0;
+        self.replan_asked = false;
         if !polling {
             // No tick will come: nothing may stay held.
             self.flush_held();
@@ -619,16 +623,6 @@ impl Progress {
         true
     }
 
-    /// A consumer polls while the thread sleeps on a plan made for one that
-    /// sleeps (it went quiet in a wait): on every socket, and with every
-    /// ring asking its writer to ring. That plan lasts until the thread's
-    /// epoll returns, which may be never: each message that arrives wakes
-    /// the thread on the consumer's CPU, the consumer reads it first, and
-    /// the kernel puts the thread back to sleep without returning: a TCP
-    /// ping-pong (dat-perf over a veth) ran at 14 µs a message instead of
-    /// 4.2 for up to 3 ms after each of its waits. Once the consumer has
-    /// polled for `REPLAN_NS` (longer than a wait's spin, `tune::spin_us`),
-    /// the thread plans again.
     /// A polling consumer's pass, the thread asleep on its tick: the tick
     /// moves a whole tick away again, so the thread sleeps on while passes
     /// come and wakes within a tick of the last one. Pushed once 0.9 of it
@@ -643,13 +637,33 @@ impl Progress {
         }
     }
 
-    fn polling_unplanned(&mut self, now: u64) {
+    /// A consumer polls while the thread sleeps on a plan made for one that
+    /// sleeps (it went quiet in a wait): on every socket, and with every
+    /// ring asking its writer to ring. That plan lasts until the thread's
+    /// epoll returns, which may be never: each message that arrives wakes
+    /// the thread on the consumer's CPU, the consumer reads it first, and
+    /// the kernel puts the thread back to sleep without returning; or, woken,
+    /// the thread waits for a CPU the consumer never gives up (the
+    /// scheduler let a consumer that keeps polling run on for 2 ms). A TCP
+    /// ping-pong (dat-perf over a veth) ran at 10 to 14 µs a message instead
+    /// of 4.2 for up to 3 ms after each of its waits. Once the consumer has
+    /// polled for `REPLAN_NS` (longer than a wait's spin, `tune::spin_us`),
+    /// the thread is asked to plan again, and the consumer yields its CPU
+    /// (true) every `REPLAN_NS` until it has.
+    fn polling_unplanned(&mut self, now: u64) -> bool {
         if self.polled_since == 0 {
             self.polled_since = now.max(1);
-        } else if self.polled_since != u64::MAX && now.saturating_sub(self.polled_since) >= REPLAN_NS {
-            self.polled_since = u64::MAX;
+            return false;
+        }
+        if now.saturating_sub(self.polled_since) < REPLAN_NS {
+            return false;
+        }
+        self.polled_since = now.max(1);
+        if !self.replan_asked {
+            self.replan_asked = true;
             self.replan = true;
         }
+        true
     }
 
     fn expire(&mut self) {
@@ -1711,11 +1725,12 @@ impl Engine for Progress {
         let ticks = if self.shm_conns.is_empty() && !polling && self.rnr.is_empty() { 0 } else { clock::ticks() };
         let now = clock::ns_of(ticks);
         self.pass_ns = now;
+        let mut give_way = false;
         if polling {
             if self.on_quiet_set {
                 self.push_tick(now);
             } else {
-                self.polling_unplanned(now);
+                give_way = self.polling_unplanned(now);
             }
         }
         if !self.rnr.is_empty() {
@@ -1772,7 +1787,7 @@ impl Engine for Progress {
         }
         self.in_pass = false;
         self.hand_back();
-        polling && self.idle.due(events || self.frames != frames, now, tune::yield_ns())
+        give_way || (polling && self.idle.due(events || self.frames != frames, now, tune::yield_ns()))
     }
 
     fn drive(&mut self, token: u64, retry_stall: bool, small: bool) {
@@ -2152,5 +2167,33 @@ mod tests {
                 libc::close(fd);
             }
         }
+    }
+
+    #[test]
+    fn a_consumer_unseen_gives_the_thread_its_cpu_until_the_thread_planned() {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        // SAFETY: plain syscall.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        let mut p = Progress::new(shared, epfd);
+        let t0 = 1_000_000_000;
+        assert!(!p.polling_unplanned(t0));
+        assert!(!p.polling_unplanned(t0 + REPLAN_NS - 1));
+        // Unseen for REPLAN_NS: the thread is asked to plan, and the
+        // consumer gives way (a woken thread waited 2 ms for the CPU).
+        assert!(p.polling_unplanned(t0 + REPLAN_NS));
+        assert!(std::mem::take(&mut p.replan), "the thread was not asked to plan again");
+        // Still no plan: it gives way again each REPLAN_NS, asking once.
+        assert!(!p.polling_unplanned(t0 + REPLAN_NS + 1));
+        assert!(p.polling_unplanned(t0 + 2 * REPLAN_NS));
+        assert!(!p.replan, "the thread was asked twice before it planned");
+        // Planned: the clock starts again.
+        let _ = p.sleep_plan();
+        assert!(!p.polling_unplanned(t0 + 3 * REPLAN_NS));
+        assert!(p.polling_unplanned(t0 + 4 * REPLAN_NS));
+        assert!(p.replan);
+        drop(p);
+        // SAFETY: the engine's epoll is ours here.
+        unsafe { libc::close(epfd) };
     }
 }
