@@ -35,6 +35,9 @@ the server takes each test's parameters from it.
   --timeout SECS        longest wait for any one completion or connection (default 30)
   --verbs DEV           device for ibv_reg (native ibv_reg_mr + ibv_dereg_mr)
   --json                machine-readable output
+  --samples FILE        also write every measured iteration of the latency tests to
+                        FILE, one line each: test, size, iteration, microseconds
+                        (for the tail and for slow phases a mean hides)
   --quiet               no progress line
   -h, --help            this text
 
@@ -181,6 +184,8 @@ pub struct Args {
     pub verbs: Option<String>,
     pub json: bool,
     pub quiet: bool,
+    /// Where the latency tests' per-iteration times go (`--samples`).
+    pub samples: Option<String>,
 }
 
 impl Default for Args {
@@ -203,6 +208,7 @@ impl Default for Args {
             verbs: None,
             json: false,
             quiet: false,
+            samples: None,
         }
     }
 }
@@ -316,6 +322,7 @@ pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Cmd, String> {
             "--verbs" => a.verbs = Some(value()?),
             "--json" => a.json = true,
             "--quiet" => a.quiet = true,
+            "--samples" => a.samples = Some(value()?),
             "-h" | "--help" => return Ok(Cmd::Help),
             _ => return Err(format!("unknown argument '{arg}'")),
         }
@@ -407,6 +414,9 @@ mod tests {
         assert_eq!(a.sizes, Some(vec![1, 4096]));
         assert_eq!((a.iters, a.warmup, a.window, a.mode, a.json), (50, 5, 16, Mode::Wait, true));
         assert_eq!(a.sizes_for(Test::MsgRate), vec![1, 4096]);
+        assert_eq!(a.samples, None);
+        assert_eq!(run(&["-i", "x", "-s", "h", "--samples", "/tmp/s.txt"]).unwrap().samples.as_deref(), Some("/tmp/s.txt"));
+        assert!(run(&["-i", "x", "-s", "h", "--samples"]).is_err());
     }
 
     #[test]

@@ -71,7 +71,9 @@ fn area_for(args: &Args) -> u64 {
     args.tests.iter().filter(|t| !t.is_local()).flat_map(|t| args.sizes_for(*t)).max().unwrap_or(64).max(64)
 }
 
-fn client_test(s: &mut Session, req: TestReq, quiet: bool) -> Result<Row, String> {
+/// Runs one test; returns its row and, for a latency test, the time of
+/// each measured iteration (µs).
+fn client_test(s: &mut Session, req: TestReq, quiet: bool) -> Result<(Row, Vec<f64>), String> {
     let n = req.warmup + req.iters;
     s.begin_rx(req.size, rx_total(req.test, false, n))?;
     if req.test == Test::WriteLat {
@@ -80,8 +82,9 @@ fn client_test(s: &mut Session, req: TestReq, quiet: bool) -> Result<Row, String
     s.send_ctrl(Ctrl::Test(req))?;
     expect(s, Ctrl::Ack)?;
     let mut progress = Progress::new(format!("{} {} B", req.test.name(), req.size), n, !quiet);
+    let mut samples = Vec::new();
     let row = if req.test.is_latency() {
-        let samples = latency::client(s, &req, &mut progress)?;
+        samples = latency::client(s, &req, &mut progress)?;
         Row::times(req.test, req.size, req.iters, req.warmup, req.mode, &samples)?
     } else {
         let span = bandwidth::stream(s, &req, true, &mut progress)?;
@@ -102,7 +105,7 @@ fn client_test(s: &mut Session, req: TestReq, quiet: bool) -> Result<Row, String
     s.send_ctrl(Ctrl::Done)?;
     expect(s, Ctrl::Fin)?;
     s.post_ctrl_recv()?;
-    Ok(row)
+    Ok((row, samples))
 }
 
 /// Client: connects, runs every network test at every size, returns the rows.
@@ -117,12 +120,19 @@ pub fn client(dat: &Dat, args: &Args, on_row: &mut dyn FnMut(&Row)) -> Result<Ve
     s.send_ctrl(hello)?;
     let peer = s.wait_ctrl()?;
     s.set_peer(peer)?;
+    let mut out = match &args.samples {
+        Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| format!("--samples {path}: {e}"))?)),
+        None => None,
+    };
     let mut rows = Vec::new();
     for &test in args.tests.iter().filter(|t| !t.is_local()) {
         for size in args.sizes_for(test) {
             let req = TestReq { test, size, iters: args.iters_for(size), warmup: args.warmup, window: args.window, signal: args.signal, mode: args.mode };
             check_fit(&req, (s.area, s.depth), (s.peer.len, s.peer.depth), s.max_message(), s.max_rdma())?;
-            let row = client_test(&mut s, req, args.quiet).map_err(|e| format!("{} {size} B: {e}", test.name()))?;
+            let (row, samples) = client_test(&mut s, req, args.quiet).map_err(|e| format!("{} {size} B: {e}", test.name()))?;
+            if let Some(out) = out.as_mut() {
+                write_samples(out, test, size, &samples).map_err(|e| format!("--samples: {e}"))?;
+            }
             on_row(&row);
             rows.push(row);
         }
@@ -130,6 +140,13 @@ pub fn client(dat: &Dat, args: &Args, on_row: &mut dyn FnMut(&Row)) -> Result<Ve
     s.send_ctrl(Ctrl::Quit)?;
     s.flush_ctrl_sends()?;
     Ok(rows)
+}
+
+fn write_samples(out: &mut impl std::io::Write, test: Test, size: u64, samples: &[f64]) -> std::io::Result<()> {
+    for (i, us) in samples.iter().enumerate() {
+        writeln!(out, "{} {size} {i} {us:.3}", test.name())?;
+    }
+    out.flush()
 }
 
 fn serve_test(s: &mut Session, req: TestReq) -> Result<(), String> {
@@ -216,6 +233,13 @@ mod tests {
         // Latency tests post one at a time and signal each: no window to fit.
         assert!(check_req(&TestReq { signal: 16, ..req(Test::SendLat, 8, 1) }).is_ok());
         assert!(check_req(&TestReq { iters: 0, ..req(Test::SendBw, 8, 64) }).unwrap_err().contains("zero"));
+    }
+
+    #[test]
+    fn samples_are_one_line_per_iteration() {
+        let mut out = Vec::new();
+        write_samples(&mut out, Test::SendLat, 4096, &[4.25, 10.5]).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "send_lat 4096 0 4.250\nsend_lat 4096 1 10.500\n");
     }
 
     #[test]
