@@ -166,8 +166,7 @@ fn run(shared: &Shared) {
             std::thread::sleep(Duration::from_millis(10));
         }
         let got = &events[..n.max(0) as usize];
-        let tick = got.iter().any(|e| e.u64 == TICK);
-        if tick {
+        if got.iter().any(|e| e.u64 == TICK) {
             shared.ticker.take();
         }
         // A tick that brought nothing while consumers kept polling (posts
@@ -429,7 +428,7 @@ impl Progress {
         if self.passes != self.seen_passes {
             self.active_at = now;
         }
-        let polling = !quiet && now.saturating_sub(self.active_at) < TICK_MS as u64 * 1_000_000;
+        let polling = !quiet && now.saturating_sub(self.active_at) < TICK_NS;
         self.seen_passes = self.passes;
         self.polled_since = 0;
         self.replan_asked = false;
