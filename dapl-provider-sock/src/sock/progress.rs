@@ -2137,19 +2137,14 @@ mod tests {
         p.shared.quiet.store(true, Ordering::SeqCst);
         let _ = p.sleep_plan();
         assert!(!p.on_quiet_set);
-        // Its wait's last looks (an armed queue's) and a short spin of
-        // polls leave the thread alone.
+        // Its wait's last looks (an armed queue's) leave the thread alone
+        // (when polling starts to count is `polling_unplanned`'s, below).
         p.consumer_pass(false);
         std::thread::sleep(Duration::from_nanos(2 * REPLAN_NS));
-        p.consumer_pass(true);
-        p.consumer_pass(true);
-        assert!(!readable(shared.bell.fd()), "the thread was woken for a consumer that had just begun to poll");
-        // A wait's spins, one after another, are not polling either.
-        std::thread::sleep(Duration::from_nanos(2 * REPLAN_NS));
-        p.quiet();
-        p.consumer_pass(true);
-        assert!(!readable(shared.bell.fd()), "the thread was woken for a consumer that spins in its waits");
+        p.consumer_pass(false);
+        assert!(!readable(shared.bell.fd()), "the thread was woken for a consumer about to sleep");
         // Polling on: the thread is woken, once, to plan for it.
+        p.consumer_pass(true);
         std::thread::sleep(Duration::from_nanos(2 * REPLAN_NS));
         p.consumer_pass(true);
         assert!(readable(shared.bell.fd()), "a consumer polling for longer than a wait's spin was left to a plan made for sleepers");
@@ -2190,7 +2185,16 @@ mod tests {
         let _ = p.sleep_plan();
         assert!(!p.polling_unplanned(t0 + 3 * REPLAN_NS));
         assert!(p.polling_unplanned(t0 + 4 * REPLAN_NS));
-        assert!(p.replan);
+        assert!(std::mem::take(&mut p.replan));
+        // A wait's spins, one after another, are not polling: each wait
+        // (`quiet`) starts the clock again.
+        let _ = p.sleep_plan();
+        assert!(!p.polling_unplanned(t0 + 5 * REPLAN_NS));
+        p.quiet();
+        assert!(!p.polling_unplanned(t0 + 6 * REPLAN_NS));
+        p.quiet();
+        assert!(!p.polling_unplanned(t0 + 7 * REPLAN_NS), "a consumer spinning in its waits made the thread plan for polling");
+        assert!(!p.replan);
         drop(p);
         // SAFETY: the engine's epoll is ours here.
         unsafe { libc::close(epfd) };

@@ -59,24 +59,33 @@ mod tests {
         unsafe { libc::poll(&mut p, 1, 0) == 1 }
     }
 
+    /// Waits up to a second for the ticker to fire.
+    fn fires_within_a_second(t: &Ticker) -> bool {
+        let mut p = libc::pollfd { fd: t.fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd of ours.
+        unsafe { libc::poll(&mut p, 1, 1000) == 1 }
+    }
+
     #[test]
     fn fires_once_its_time_came_unless_pushed_back() {
+        const MS: u64 = 1_000_000;
+        let nap = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
         let t = Ticker::new().unwrap();
         assert!(!readable(t.fd()), "a ticker fired before it was armed");
-        t.arm_in(2_000_000);
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        // Pushed back before it fired: it waits its whole time again.
-        t.arm_in(2_000_000);
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        // Pushed back 60 ms into its 100: at 120 ms it has not fired (it
+        // would have at 100 had the push not moved it).
+        t.arm_in(100 * MS);
+        nap(60);
+        t.arm_in(100 * MS);
+        nap(60);
         assert!(!readable(t.fd()), "a ticker pushed back fired on its first time");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        assert!(readable(t.fd()), "a ticker did not fire once its time came");
+        assert!(fires_within_a_second(&t), "a ticker did not fire once its time came");
         t.take();
         assert!(!readable(t.fd()), "a firing taken still reads");
         // Armed again over a firing not taken: that firing is dropped.
-        t.arm_in(1_000_000);
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        t.arm_in(50_000_000);
+        t.arm_in(MS);
+        assert!(fires_within_a_second(&t));
+        t.arm_in(1000 * MS);
         assert!(!readable(t.fd()), "arming left an old firing readable");
     }
 }
