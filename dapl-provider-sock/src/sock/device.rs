@@ -5,6 +5,7 @@
 //! thread, the event thread and every object of the IA reach.
 
 use super::Sock;
+use super::clock;
 use super::cm::{self, Events, Id};
 use super::eventfd::{Doorbell, eventfd, signal};
 use super::progress::{self, Cmd};
@@ -21,6 +22,10 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+/// How long consumers' empty polls find the engine taken before each
+/// gives up its CPU (`Shared::consumer_pass`).
+const BUSY_YIELD_NS: u64 = 20_000;
 
 /// SGEs per request: the core's own ceiling.
 pub const MAX_SGE: usize = 32;
@@ -93,6 +98,9 @@ pub struct Shared {
     pub passes: AtomicU64,
     /// The thread's tick while consumers poll (`ticker`).
     pub ticker: Ticker,
+    /// Since when consumers' empty polls have found the engine taken (ns;
+    /// 0: they got it last time).
+    pub engine_busy_since: AtomicU64,
 }
 
 impl Shared {
@@ -110,6 +118,7 @@ impl Shared {
             quiet: AtomicBool::new(false),
             passes: AtomicU64::new(0),
             ticker: Ticker::new()?,
+            engine_busy_since: AtomicU64::new(0),
         })
     }
 
@@ -150,11 +159,35 @@ impl Shared {
     #[inline]
     pub fn consumer_pass(&self, polling: bool) {
         let mut idle = false;
-        self.try_engine(|e| idle = e.consumer_pass(polling));
+        if self.try_engine(|e| idle = e.consumer_pass(polling)) {
+            if self.engine_busy_since.load(Ordering::Relaxed) != 0 {
+                self.engine_busy_since.store(0, Ordering::Relaxed);
+            }
+        } else {
+            idle = self.engine_busy_long();
+        }
         if idle {
             // SAFETY: no arguments; lets another runnable thread have this CPU.
             unsafe { libc::sched_yield() };
         }
+    }
+
+    /// The engine was held (or waited for) at every empty poll for
+    /// `BUSY_YIELD_NS`: its holder is likely the progress thread, preempted
+    /// on this consumer's CPU, or woken and waiting for that CPU. A consumer
+    /// polling on regardless kept it off the CPU for the scheduler's whole
+    /// slice: 64-byte streams of 1,000 messages stalled for milliseconds
+    /// (perf: the consumer's samples in its empty dequeues, the pass itself
+    /// 1%).
+    #[cold]
+    fn engine_busy_long(&self) -> bool {
+        let now = clock::now_ns();
+        let since = self.engine_busy_since.load(Ordering::Relaxed);
+        if since == 0 {
+            self.engine_busy_since.store(now.max(1), Ordering::Relaxed);
+            return false;
+        }
+        now.saturating_sub(since) >= BUSY_YIELD_NS
     }
 
     /// A consumer is about to sleep on a completion channel.
@@ -445,5 +478,42 @@ mod tests {
         assert!(parse("nosuchnetdev0 0").unwrap_err().contains("lo"));
         assert!(parse("192.0.2.77 0").is_err());
         assert!(parse("::1 0").is_err());
+    }
+
+    /// An engine with nothing to do.
+    struct Idle;
+
+    impl Engine for Idle {
+        fn consumer_pass(&mut self, _: bool) -> bool {
+            false
+        }
+        fn drive(&mut self, _: u64, _: bool, _: bool) {}
+        fn post_direct(&mut self, _: u64, _: &QpInner, _: &Wqe, _: &[Sge]) -> bool {
+            false
+        }
+        fn quiet(&mut self) {}
+        fn before_sleep(&mut self) -> (i32, i32, bool) {
+            (-1, 0, false)
+        }
+        fn turn(&mut self, _: i32, _: &[libc::epoll_event]) {}
+        fn shutdown(&mut self) {}
+    }
+
+    #[test]
+    fn a_consumer_gives_way_once_the_engine_stayed_taken() {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Shared::new(unsafe { std::mem::zeroed() }).unwrap();
+        let held = shared.engine.lock();
+        // Taken at the first empty poll: the clock starts, no yield.
+        assert!(!shared.engine_busy_long());
+        std::thread::sleep(std::time::Duration::from_nanos(2 * BUSY_YIELD_NS));
+        assert!(shared.engine_busy_long(), "a consumer kept polling an engine taken for longer than BUSY_YIELD_NS");
+        assert!(shared.engine_busy_long());
+        // A pass that gets the engine starts the clock again.
+        drop(held);
+        *shared.engine.lock() = Some(Box::new(Idle));
+        shared.consumer_pass(true);
+        assert_eq!(shared.engine_busy_since.load(Ordering::Relaxed), 0, "a pass that ran left the clock going");
+        assert!(!shared.engine_busy_long());
     }
 }
