@@ -66,17 +66,26 @@ impl Drop for Doorbell {
     }
 }
 
+/// Whether `fd` turns readable within `ms` milliseconds (0: now), for
+/// the tests of the modules whose wakeups are fds.
+#[cfg(test)]
+pub(super) fn readable_within(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd of ours.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+#[cfg(test)]
+pub(super) fn readable(fd: i32) -> bool {
+    readable_within(fd, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
 
-    fn readable(fd: i32) -> bool {
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd of ours, no wait.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
-    }
 
     #[test]
     fn rings_once_until_answered() {

@@ -1981,10 +1981,17 @@ mod tests {
         }
     }
 
-    fn readable(fd: i32) -> bool {
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd of ours, no wait.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    use super::super::eventfd::readable;
+
+    /// An engine, its IA's shared state and its epoll set, with no thread.
+    fn engine() -> (Arc<Shared>, i32, Progress) {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        // SAFETY: plain syscall.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        assert!(epfd >= 0);
+        let p = Progress::new(shared.clone(), epfd);
+        (shared, epfd, p)
     }
 
     fn socketpair() -> [i32; 2] {
@@ -1996,12 +2003,7 @@ mod tests {
 
     #[test]
     fn a_consumer_pass_leaves_the_threads_wakeups_to_the_thread() {
-        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
-        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
-        // SAFETY: plain syscall.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        assert!(epfd >= 0);
-        let mut p = Progress::new(shared.clone(), epfd);
+        let (shared, epfd, mut p) = engine();
         p.watch(shared.bell.fd(), BELL, libc::EPOLLIN as u32);
         // An on-node connection, and one still in its handshake on TCP (so
         // a consumer's pass looks at epoll, as during MPI's connection setup).
@@ -2055,11 +2057,7 @@ mod tests {
     #[test]
     fn a_burst_on_a_stream_waits_for_the_next_pass_or_tick_and_its_first_post_does_not() {
         use dapl_core::backend::{QpCaps, QpOps, SendOp, SendRequest};
-        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
-        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
-        // SAFETY: plain syscall.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        let mut p = Progress::new(shared.clone(), epfd);
+        let (shared, epfd, mut p) = engine();
         let cq = super::super::cq::Cq::create(&shared, 64).unwrap();
         let pd = super::super::keys::Pd::new(shared.clone());
         let caps = QpCaps { send_wr: 64, recv_wr: 4, send_sge: 1, recv_sge: 1, datagram: false };
@@ -2123,11 +2121,7 @@ mod tests {
 
     #[test]
     fn a_consumer_that_polls_after_a_wait_gets_the_thread_to_plan_for_it() {
-        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
-        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
-        // SAFETY: plain syscall.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        let mut p = Progress::new(shared.clone(), epfd);
+        let (shared, epfd, mut p) = engine();
         let sv = socketpair();
         // SAFETY: as above.
         let t = p.conns.insert(Conn::new(sv[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() }));
@@ -2165,11 +2159,7 @@ mod tests {
 
     #[test]
     fn a_consumer_unseen_gives_the_thread_its_cpu_until_the_thread_planned() {
-        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
-        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
-        // SAFETY: plain syscall.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        let mut p = Progress::new(shared, epfd);
+        let (_, epfd, mut p) = engine();
         let t0 = 1_000_000_000;
         assert!(!p.polling_unplanned(t0));
         assert!(!p.polling_unplanned(t0 + REPLAN_NS - 1));

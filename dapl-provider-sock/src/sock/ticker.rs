@@ -5,6 +5,7 @@
 //! tick on the CPU of the consumer it was pinned beside: two context
 //! switches that a TCP ping-pong paid for in one message per tick.
 
+use super::eventfd::drain;
 use std::io;
 
 pub struct Ticker {
@@ -34,11 +35,10 @@ impl Ticker {
         unsafe { libc::timerfd_settime(self.fd, 0, &t, std::ptr::null_mut()) };
     }
 
-    /// Takes a firing: the fd is no longer readable.
+    /// Takes a firing: the fd is no longer readable (an 8-byte count, read
+    /// as an eventfd's).
     pub fn take(&self) {
-        let mut n: u64 = 0;
-        // SAFETY: 8 bytes from our non-blocking timerfd.
-        unsafe { libc::read(self.fd, &mut n as *mut u64 as *mut libc::c_void, 8) };
+        drain(self.fd);
     }
 }
 
@@ -52,18 +52,10 @@ impl Drop for Ticker {
 #[cfg(test)]
 mod tests {
     use super::Ticker;
+    use super::super::eventfd::{readable, readable_within};
 
-    fn readable(fd: i32) -> bool {
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd of ours, no wait.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
-    }
-
-    /// Waits up to a second for the ticker to fire.
     fn fires_within_a_second(t: &Ticker) -> bool {
-        let mut p = libc::pollfd { fd: t.fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd of ours.
-        unsafe { libc::poll(&mut p, 1, 1000) == 1 }
+        readable_within(t.fd(), 1000)
     }
 
     #[test]
