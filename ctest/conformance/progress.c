@@ -108,7 +108,119 @@ out:
 	pair_close(&p);
 }
 
+/*
+ * responses_in_order: A posts rounds of sends, RDMA writes and RDMA reads
+ * (short ones, and long ones that a transport may move by reference) in a
+ * mix that changes every round, all signaled, and reaps them. Every
+ * completion comes in posting order with its cookie and success, and a
+ * read's bytes are in place when its completion is seen. A transport that
+ * acknowledges writes and sends apart from the responses that carry read
+ * data (the sock provider's on-node counter) must still give each
+ * acknowledgement to the request it belongs to: one given to a read
+ * completes the read before its data, or its response to a send.
+ */
+enum { R_SEND, R_WRITE, R_READ, R_READ_LONG };
+#define R_OPS 8			/* per round; at most 3 reads (max_rdma_read_out 4) */
+#define R_ROUNDS 300
+#define R_SHORT 256
+#define R_LONG (16 * 1024)	/* beyond the sock provider's CMA_MIN */
+
+static int round_op(int r, int k)
+{
+	static const int mix[] = { R_SEND, R_READ, R_WRITE, R_SEND, R_READ_LONG, R_SEND };
+	return mix[(r * 5 + k) % 6];
+}
+
+static void case_responses_in_order(void)
+{
+	struct pair p;
+	DAT_EP_ATTR attr = small_attr(2 * R_OPS, 1);
+	struct mem src, dst, remote, sink;
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+	size_t slot = R_LONG;
+	int r, k, done = 0;
+
+	if (!pair_setup(&p, 4 * R_OPS, &attr) ||
+	    !mem_reg(p.ia, p.pz, R_OPS * slot, DAT_MEM_PRIV_ALL_FLAG, &src) ||
+	    !mem_reg(p.ia, p.pz, R_OPS * slot, DAT_MEM_PRIV_ALL_FLAG, &dst) ||
+	    !mem_reg(p.ib, p.pzb, R_OPS * slot, DAT_MEM_PRIV_ALL_FLAG, &remote) ||
+	    !mem_reg(p.ib, p.pzb, R_OPS * R_SHORT, DAT_MEM_PRIV_ALL_FLAG, &sink) || !pair_connect(&p))
+		goto out;
+	for (size_t i = 0; i < R_OPS * slot; i++)
+		remote.buf[i] = (unsigned char)(i * 7 + i / 251);
+	for (r = 0; r < R_ROUNDS; r++) {
+		int sends = 0;
+		for (k = 0; k < R_OPS; k++) {
+			if (round_op(r, k) != R_SEND)
+				continue;
+			DAT_LMR_TRIPLET tr = triplet(&sink, (size_t)k * R_SHORT, R_SHORT);
+			DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)k };
+			CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS,
+				 "round %d: B's post_recv", r);
+			sends++;
+		}
+		memset(dst.buf, 0, R_OPS * slot);
+		for (k = 0; k < R_OPS; k++) {
+			int op = round_op(r, k);
+			size_t len = op == R_READ_LONG ? R_LONG : R_SHORT;
+			size_t off = (size_t)k * slot;
+			DAT_DTO_COOKIE ck = { .as_64 = ((uint64_t)r << 8) | (uint64_t)k };
+			DAT_RMR_TRIPLET rt = { .rmr_context = remote.rkey, .virtual_address = remote.addr + off,
+					       .segment_length = len };
+			DAT_LMR_TRIPLET tr;
+			DAT_RETURN rc;
+			if (op == R_SEND || op == R_WRITE) {
+				memset(src.buf + off, r + k + 1, len);
+				tr = triplet(&src, off, len);
+				/* A write lands in B's region past the part the reads read. */
+				rt.virtual_address = remote.addr + off + slot - len;
+				rc = op == R_SEND ? CALL(dat_ep_post_send(p.a.ep, 1, &tr, ck, DAT_COMPLETION_DEFAULT_FLAG))
+						  : CALL(dat_ep_post_rdma_write(p.a.ep, 1, &tr, ck, &rt,
+										DAT_COMPLETION_DEFAULT_FLAG));
+			} else {
+				tr = triplet(&dst, off, len);
+				rc = CALL(dat_ep_post_rdma_read(p.a.ep, 1, &tr, ck, &rt, DAT_COMPLETION_DEFAULT_FLAG));
+			}
+			if (rc != DAT_SUCCESS) {
+				fail("round %d op %d: post: %s", r, k, describe(rc));
+				goto out;
+			}
+		}
+		for (k = 0; k < R_OPS; k++) {
+			int op = round_op(r, k);
+			if (next_dto(p.a.req, WAIT_US, &d, "A's request completion") != DAT_DTO_SUCCESS) {
+				fail("round %d: completion %d (op %d) failed", r, k, op);
+				goto out;
+			}
+			uint64_t want = ((uint64_t)r << 8) | (uint64_t)k;
+			if (d.user_cookie.as_64 != want) {
+				fail("round %d: completion %d has cookie %#llx, want %#llx (op %d, out of order)", r, k,
+				     (unsigned long long)d.user_cookie.as_64, (unsigned long long)want, op);
+				goto out;
+			}
+			if (op == R_READ || op == R_READ_LONG) {
+				size_t len = op == R_READ_LONG ? R_LONG : R_SHORT, off = (size_t)k * slot;
+				if (memcmp(dst.buf + off, remote.buf + off, len) != 0) {
+					fail("round %d: read %d completed before its bytes were in place", r, k);
+					goto out;
+				}
+				g_stats.bytes += (long)len;
+			}
+			done++;
+		}
+		for (k = 0; k < sends; k++)
+			if (next_dto(p.b.recv, WAIT_US, &d, "B's receive") != DAT_DTO_SUCCESS)
+				goto out;
+	}
+	CHECK_EQ(done, R_ROUNDS * R_OPS, "completions in order");
+	g_stats.ops += done;
+	cover("dat_ep_post_send dat_ep_post_rdma_write dat_ep_post_rdma_read dat_evd_dequeue");
+out:
+	pair_close(&p);
+}
+
 const struct tcase progress_cases[] = {
 	CASE("progress", burst_left_alone, 1),
+	CASE("progress", responses_in_order, 1),
 };
 const int progress_ncases = sizeof(progress_cases) / sizeof(progress_cases[0]);

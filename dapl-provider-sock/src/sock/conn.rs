@@ -159,6 +159,15 @@ pub(super) struct Conn {
     pub(super) cma_in: bool,
     /// The peer can reach ours: our large RDMA requests go by reference.
     pub(super) cma_out: bool,
+    /// Both ends take ACKs through the mapping's counter (`shm::Ring::
+    /// publish_acks`), not as frames: agreed in the handshake (`F_ACKS`).
+    pub(super) ring_acks: bool,
+    /// ACKs taken from the counter that no request could use yet: they
+    /// belong behind a READ or atomic still awaiting its response frame.
+    pub(super) credits: u64,
+    /// ACKs we published whose doorbell we skipped: when (`clock::ticks`,
+    /// 0: none); `overdue` rings unless the reader looked since.
+    pub(super) acks_skipped: u64,
     /// The (address, length) list of the by-reference request going out.
     pub(super) cma_list: Vec<u8>,
     /// A consumer's pass kept back this stream's lone ACK (`hold_ack`).
@@ -225,6 +234,9 @@ impl Conn {
             bells: false,
             cma_in: false,
             cma_out: false,
+            ring_acks: false,
+            credits: 0,
+            acks_skipped: 0,
             cma_list: Vec::new(),
             ack_held: false,
             post_gen: 0,
@@ -247,6 +259,26 @@ impl Conn {
         let Conn { qp, epoch, out, .. } = self;
         // Borrowed, not cloned: no reference count taken per frame.
         qp.as_ref().filter(|q| feeds(q, *epoch))?.next_request(&mut out.segs)
+    }
+
+    /// Takes the ACKs the peer counted in the mapping to our QP's oldest
+    /// requests (`ring_acks`). false: more than were transmitted.
+    #[inline]
+    pub(super) fn absorb(&mut self) -> bool {
+        let Conn { ring_acks, shm, credits, qp, epoch, .. } = self;
+        let Some(m) = shm.as_ref().filter(|_| *ring_acks) else { return true };
+        *credits += m.rx.take_acks();
+        if *credits == 0 {
+            return true;
+        }
+        match qp.as_ref().filter(|q| feeds(q, *epoch)) {
+            Some(q) => q.take_credits(credits),
+            None => {
+                // Nobody awaits them: the QP's requests were flushed.
+                *credits = 0;
+                true
+            }
+        }
     }
 
     pub(super) fn reading(&self) -> bool {

@@ -330,6 +330,45 @@ impl QpInner {
         true
     }
 
+    /// ACKs from the mapping's counter (`shm::Ring::take_acks`): they go to
+    /// the oldest transmitted requests while those are ones the target
+    /// ACKs. A READ or atomic at the front stops them: its response is a
+    /// frame, written before any ACK of a later request was counted, and
+    /// what is left waits in `credits` for it. false: ACKs with nothing
+    /// transmitted to take them (a broken peer).
+    pub fn take_credits(&self, credits: &mut u64) -> bool {
+        let mut sq = self.sq.lock();
+        if self.is(ERROR) {
+            *credits = 0;
+            return true;
+        }
+        while *credits > 0 {
+            self.retire(&mut sq);
+            if self.is(ERROR) {
+                break;
+            }
+            if sq.done >= sq.sent || sq.wqe(sq.done).state != AWAIT {
+                return sq.done < sq.sent;
+            }
+            let w = *sq.wqe(sq.done);
+            if matches!(w.op, WOp::Read | WOp::CmpSwap | WOp::FetchAdd) {
+                return true;
+            }
+            sq.done += 1;
+            *credits -= 1;
+            self.complete_send(&w, DAT_DTO_SUCCESS, 0);
+        }
+        if !self.is(ERROR) {
+            self.retire(&mut sq);
+        }
+        let failed = self.is(ERROR);
+        drop(sq);
+        if failed {
+            self.fail();
+        }
+        true
+    }
+
     /// The oldest request awaiting a response, if it is of `op`: its SGEs.
     pub fn awaiting(&self, out: &mut Vec<Sge>) -> Option<Wqe> {
         let mut sq = self.sq.lock();

@@ -16,7 +16,9 @@
 //! `RING` bytes each. Each ring has one producer and one consumer (the two
 //! progress threads): `head` counts bytes ever written, `tail` bytes ever
 //! read; the producer publishes data with a Release store of `head`, the
-//! consumer frees room with a Release store of `tail`.
+//! consumer frees room with a Release store of `tail`. Beside `head`, on
+//! its line, the producer counts the ACKs of the consumer's requests
+//! (`acked`, when both ends agreed on `wire::F_ACKS`): no ACK frames.
 //!
 //! Doorbell, the lost-wakeup race: a consumer about to sleep stores
 //! `sleeping = 1`, fences (SeqCst) and looks at `head` once more; a
@@ -153,10 +155,19 @@ pub fn push_to(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
 #[repr(C, align(64))]
 struct Line<T>(T);
 
+/// What a ring's producer writes: its bytes and, beside them on the same
+/// line (which the polling reader reads for `head` anyway), the ACKs of
+/// the reader's requests (`publish_acks`).
+#[repr(C)]
+struct Produced {
+    head: AtomicU64,
+    acked: AtomicU64,
+}
+
 /// A ring's shared control words.
 #[repr(C)]
 pub struct Ctl {
-    head: Line<AtomicU64>,
+    head: Line<Produced>,
     tail: Line<AtomicU64>,
     sleeping: Line<AtomicU32>,
     waiting: Line<AtomicU32>,
@@ -197,6 +208,8 @@ pub struct Ring {
     stamp_step: u64,
     /// `POLLED_NS` in ticks.
     polled_window: u64,
+    /// The consumer's count of the producer's `acked` it has taken.
+    acks_seen: AtomicU64,
 }
 
 // SAFETY: the pointers are into a mapping owned by the `Shm` that owns the
@@ -220,6 +233,7 @@ impl Ring {
             stamped: AtomicU64::new(0),
             stamp_step: clock::ticks_of_ns(STAMP_NS),
             polled_window: clock::ticks_of_ns(POLLED_NS),
+            acks_seen: AtomicU64::new(0),
         }
     }
 
@@ -231,7 +245,7 @@ impl Ring {
     /// Bytes the consumer may read now.
     pub fn available(&self) -> usize {
         let c = self.ctl();
-        let n = c.head.0.load(Ordering::Acquire).wrapping_sub(c.tail.0.load(Ordering::Relaxed));
+        let n = c.head.0.head.load(Ordering::Acquire).wrapping_sub(c.tail.0.load(Ordering::Relaxed));
         (n as usize).min(self.cap)
     }
 
@@ -240,7 +254,7 @@ impl Ring {
         let c = self.ctl();
         let tail = c.tail.0.load(Ordering::Acquire);
         self.seen_tail.store(tail, Ordering::Relaxed);
-        let used = c.head.0.load(Ordering::Relaxed).wrapping_sub(tail);
+        let used = c.head.0.head.load(Ordering::Relaxed).wrapping_sub(tail);
         self.cap - (used as usize).min(self.cap)
     }
 
@@ -248,7 +262,7 @@ impl Ring {
     /// reading the consumer's `tail` only when the last reading shows less.
     #[inline]
     pub fn room(&self, want: usize) -> usize {
-        let used = self.ctl().head.0.load(Ordering::Relaxed).wrapping_sub(self.seen_tail.load(Ordering::Relaxed));
+        let used = self.ctl().head.0.head.load(Ordering::Relaxed).wrapping_sub(self.seen_tail.load(Ordering::Relaxed));
         let known = self.cap - (used as usize).min(self.cap);
         if known >= want { known } else { self.space() }
     }
@@ -263,7 +277,7 @@ impl Ring {
             return 0;
         }
         let c = self.ctl();
-        let head = c.head.0.load(Ordering::Relaxed);
+        let head = c.head.0.head.load(Ordering::Relaxed);
         let at = head as usize & (self.cap - 1);
         let first = n.min(self.cap - at);
         // SAFETY: the free part of the ring, which the consumer does not read
@@ -272,7 +286,7 @@ impl Ring {
             std::ptr::copy_nonoverlapping(src, self.data.add(at), first);
             std::ptr::copy_nonoverlapping(src.add(first), self.data, n - first);
         }
-        c.head.0.store(head.wrapping_add(n as u64), Ordering::Release);
+        c.head.0.head.store(head.wrapping_add(n as u64), Ordering::Release);
         n
     }
 
@@ -299,12 +313,38 @@ impl Ring {
         n
     }
 
+    /// Producer: `n` more of the consumer's requests are acknowledged.
+    /// Stored after the bytes pushed before it, so a consumer that sees the
+    /// count sees every response frame written ahead of it too; the
+    /// producer then calls `bell` as after a push.
+    pub fn publish_acks(&self, n: u64) {
+        let a = &self.ctl().head.0.acked;
+        a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Release);
+    }
+
+    /// Consumer: the ACKs published since it last took them.
+    #[inline]
+    pub fn take_acks(&self) -> u64 {
+        let a = self.ctl().head.0.acked.load(Ordering::Acquire);
+        let seen = self.acks_seen.load(Ordering::Relaxed);
+        if a != seen {
+            self.acks_seen.store(a, Ordering::Relaxed);
+        }
+        a.wrapping_sub(seen)
+    }
+
+    /// Consumer: bytes to read or ACKs to take.
+    #[inline]
+    pub fn has_input(&self) -> bool {
+        self.available() > 0 || self.ctl().head.0.acked.load(Ordering::Acquire) != self.acks_seen.load(Ordering::Relaxed)
+    }
+
     /// Consumer, before it sleeps: flags it, then true if data came
     /// meanwhile (do not sleep then).
     pub fn prepare_sleep(&self) -> bool {
         self.ctl().sleeping.0.store(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        self.available() > 0
+        self.has_input()
     }
 
     /// Consumer's thread, going to sleep on a tick while its consumer
@@ -313,7 +353,7 @@ impl Ring {
     pub fn prepare_doze(&self) -> bool {
         self.ctl().sleeping.0.store(2, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        self.available() > 0
+        self.has_input()
     }
 
     /// Consumer's pass: it looked at the ring at `now` (`clock::ticks`).
@@ -329,6 +369,13 @@ impl Ring {
     /// (`clock::ticks`).
     pub fn looked_within(&self, now: u64) -> bool {
         now.saturating_sub(self.ctl().polled.0.load(Ordering::Relaxed)) < self.polled_window
+    }
+
+    /// Producer: whether the consumer stamped a look at or after `t`
+    /// (`clock::ticks`): a pass that began after `t`, which takes the ACKs
+    /// published before it.
+    pub fn looked_since(&self, t: u64) -> bool {
+        self.ctl().polled.0.load(Ordering::Relaxed) >= t
     }
 
     /// Consumer, awake again.
@@ -370,7 +417,7 @@ impl Ring {
 
     /// Producer: bytes ever written.
     pub fn head(&self) -> u64 {
-        self.ctl().head.0.load(Ordering::Relaxed)
+        self.ctl().head.0.head.load(Ordering::Relaxed)
     }
 
     /// Producer, the ring full: flags it, then true if room came meanwhile.
@@ -657,7 +704,7 @@ mod tests {
 
     fn ring(cap: usize) -> TestRing {
         let ctl = Box::new(Ctl {
-            head: Line(AtomicU64::new(0)),
+            head: Line(Produced { head: AtomicU64::new(0), acked: AtomicU64::new(0) }),
             tail: Line(AtomicU64::new(0)),
             sleeping: Line(AtomicU32::new(0)),
             waiting: Line(AtomicU32::new(0)),
@@ -743,6 +790,30 @@ mod tests {
         assert!(!r.must_ring_producer());
         // Room already there: the producer does not wait.
         assert!(r.prepare_wait());
+    }
+
+    #[test]
+    fn acks_are_input_and_counted_once() {
+        let t = ring(16);
+        let r = &t.ring;
+        assert!(!r.has_input());
+        assert_eq!(r.take_acks(), 0);
+        // A sleeper is rung for ACKs as for bytes, and does not sleep on them.
+        assert!(!r.prepare_sleep());
+        r.publish_acks(3);
+        assert_eq!(r.bell(), Bell::Ring);
+        assert!(r.has_input());
+        assert!(r.prepare_sleep());
+        r.awake();
+        r.publish_acks(2);
+        assert_eq!(r.take_acks(), 5, "ACKs published since the last take, all of them");
+        assert_eq!(r.take_acks(), 0, "an ACK is taken once");
+        assert!(!r.has_input());
+        assert_eq!(r.available(), 0, "ACKs are not bytes");
+        // The producer learns that the reader looked after a moment.
+        r.polled(1_000_000);
+        assert!(r.looked_since(1_000_000));
+        assert!(!r.looked_since(1_000_001));
     }
 
     /// The lost-wakeup race, run for real: a consumer flags its sleep and

@@ -6,7 +6,9 @@
 //! data) and the data path (requests from the initiator, responses from
 //! the target). Requests are answered strictly in order, one response per
 //! request (a cumulative ACK counts several), so the initiator matches
-//! responses to its outstanding requests without sequence numbers.
+//! responses to its outstanding requests without sequence numbers. (On
+//! the on-node path, ends that agreed on `F_ACKS` count ACKs in the
+//! mapping instead of sending ACK frames: `shm::Ring::publish_acks`.)
 //!
 //! ```text
 //!  0  op      u8     what the frame is (Op)
@@ -91,6 +93,11 @@ pub const F_SHM: u8 = 16;
 /// its payload is the initiator's (address, length) list, `a` the length.
 /// A READ response: the data was placed already, `a` bytes.
 pub const F_CMA: u8 = 32;
+
+/// REQ (with F_SHM), REP: the sender takes its peer's ACKs from a counter
+/// in the mapping (`shm::Ring::publish_acks`) and counts its own there;
+/// both ends do once the REP says so. A peer without it sends ACK frames.
+pub const F_ACKS: u8 = 64;
 
 /// Why a target refused a request; the initiator's completion status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
