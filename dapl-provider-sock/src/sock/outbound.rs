@@ -232,25 +232,30 @@ pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge]) -> b
         return false;
     }
     let mut hdr = [0u8; HDR];
+    let mut off = 0;
     // SAFETY: our headers, then segments the QP checked against their keys;
-    // the room for all is there.
+    // the room for all is there (checked above), published once.
     unsafe {
         match ack {
             Some(n) if c.ring_acks => m.tx.publish_acks(n),
             Some(n) => {
                 Hdr::ack(n).encode(&mut hdr);
-                m.tx.push(hdr.as_ptr(), HDR);
+                m.tx.stage(0, hdr.as_ptr(), HDR);
+                off = HDR;
             }
             None => {}
         }
         request_header(w).encode(&mut hdr);
-        m.tx.push(hdr.as_ptr(), HDR);
+        m.tx.stage(off, hdr.as_ptr(), HDR);
+        off += HDR;
         for g in sges {
             if g.len > 0 {
-                m.tx.push(g.addr as *const u8, g.len as usize);
+                m.tx.stage(off, g.addr as *const u8, g.len as usize);
+                off += g.len as usize;
             }
         }
     }
+    m.tx.publish(off);
     if ack.is_some() {
         c.resp.clear();
         c.ack_held = false;

@@ -279,15 +279,51 @@ impl Ring {
         let c = self.ctl();
         let head = c.head.0.head.load(Ordering::Relaxed);
         let at = head as usize & (self.cap - 1);
-        let first = n.min(self.cap - at);
         // SAFETY: the free part of the ring, which the consumer does not read
         // until head moves; src is readable (caller).
-        unsafe {
-            std::ptr::copy_nonoverlapping(src, self.data.add(at), first);
-            std::ptr::copy_nonoverlapping(src.add(first), self.data, n - first);
-        }
+        unsafe { self.copy_in(at, src, n) };
         c.head.0.head.store(head.wrapping_add(n as u64), Ordering::Release);
         n
+    }
+
+    /// Producer: copies `len` bytes from `src` to `off` bytes past `head`,
+    /// not yet published (`publish`): a frame of several parts goes in
+    /// with one store of `head`.
+    ///
+    /// # Safety
+    /// `src` is readable for `len` bytes; `off + len` is within the room
+    /// `room` reported.
+    #[inline]
+    pub unsafe fn stage(&self, off: usize, src: *const u8, len: usize) {
+        let at = (self.head() as usize).wrapping_add(off) & (self.cap - 1);
+        // SAFETY: free room (caller), src readable (caller).
+        unsafe { self.copy_in(at, src, len) };
+    }
+
+    /// Producer: the `n` bytes staged are readable now.
+    #[inline]
+    pub fn publish(&self, n: usize) {
+        let h = &self.ctl().head.0.head;
+        h.store(h.load(Ordering::Relaxed).wrapping_add(n as u64), Ordering::Release);
+    }
+
+    /// Copies `n` bytes from `src` into the ring at `at`, wrapping; the
+    /// second copy only when it wraps (a call to memcpy of nothing cost
+    /// every push about 15 instructions).
+    ///
+    /// # Safety
+    /// `src` readable for `n` bytes; `n` no more than the ring's free room
+    /// from `at`.
+    #[inline]
+    unsafe fn copy_in(&self, at: usize, src: *const u8, n: usize) {
+        let first = n.min(self.cap - at);
+        // SAFETY: within the ring's buffer (caller's room), src readable.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.data.add(at), first);
+            if first < n {
+                std::ptr::copy_nonoverlapping(src.add(first), self.data, n - first);
+            }
+        }
     }
 
     /// Consumer: copies up to `len` bytes into `dst`; returns how many.
@@ -307,7 +343,9 @@ impl Ring {
         // dst is writable (caller).
         unsafe {
             std::ptr::copy_nonoverlapping(self.data.add(at), dst, first);
-            std::ptr::copy_nonoverlapping(self.data, dst.add(first), n - first);
+            if first < n {
+                std::ptr::copy_nonoverlapping(self.data, dst.add(first), n - first);
+            }
         }
         c.tail.0.store(tail.wrapping_add(n as u64), Ordering::Release);
         n
@@ -790,6 +828,24 @@ mod tests {
         assert!(!r.must_ring_producer());
         // Room already there: the producer does not wait.
         assert!(r.prepare_wait());
+    }
+
+    #[test]
+    fn staged_parts_are_read_only_once_published_and_wrap() {
+        let t = ring(16);
+        let r = &t.ring;
+        assert_eq!(push(r, &[9u8; 10]), 10);
+        assert_eq!(pop(r, 10), vec![9u8; 10]);
+        // Two parts from offset 10: the second crosses the ring's end.
+        // SAFETY: slices, within the room.
+        unsafe {
+            r.stage(0, b"abcd".as_ptr(), 4);
+            r.stage(4, b"efghij".as_ptr(), 6);
+        }
+        assert_eq!(r.available(), 0, "staged bytes are not the reader's yet");
+        r.publish(10);
+        assert_eq!(r.available(), 10);
+        assert_eq!(pop(r, 10), b"abcdefghij".to_vec());
     }
 
     #[test]
