@@ -343,20 +343,29 @@ impl QpInner {
             return true;
         }
         while *credits > 0 {
-            self.retire(&mut sq);
-            if self.is(ERROR) {
-                break;
+            if sq.done >= sq.sent {
+                return false;
             }
-            if sq.done >= sq.sent || sq.wqe(sq.done).state != AWAIT {
-                return sq.done < sq.sent;
+            let w = sq.wqe(sq.done);
+            if w.state != AWAIT {
+                // Ran or failed locally: `retire` takes it (called only
+                // then, not once a request: 40 instructions a message).
+                let before = sq.done;
+                self.retire(&mut sq);
+                if self.is(ERROR) {
+                    break;
+                }
+                if sq.done == before {
+                    return true;
+                }
+                continue;
             }
-            let w = *sq.wqe(sq.done);
             if matches!(w.op, WOp::Read | WOp::CmpSwap | WOp::FetchAdd) {
                 return true;
             }
+            self.complete_send(w, DAT_DTO_SUCCESS, 0);
             sq.done += 1;
             *credits -= 1;
-            self.complete_send(&w, DAT_DTO_SUCCESS, 0);
         }
         if !self.is(ERROR) {
             self.retire(&mut sq);

@@ -70,7 +70,14 @@ impl RecvRing {
         let s = self.slot(self.tail);
         out.wr_id = self.ids[s];
         out.sges.clear();
-        out.sges.extend_from_slice(&self.sges[s * self.nsge..s * self.nsge + self.counts[s] as usize]);
+        let n = self.counts[s] as usize;
+        if n == 1 && out.sges.capacity() > 0 {
+            // The usual receive: one segment, without the slice copy's
+            // length checks and growth path.
+            out.sges.push(self.sges[s * self.nsge]);
+        } else {
+            out.sges.extend_from_slice(&self.sges[s * self.nsge..s * self.nsge + n]);
+        }
         self.tail += 1;
         true
     }
