@@ -298,36 +298,13 @@ impl QpInner {
         true
     }
 
-    /// A cumulative ACK for the `n` oldest transmitted requests, under one
-    /// taking of the queue's lock (msg_rate's ACKs count dozens). false: it
-    /// acknowledges more than awaits one (a broken peer).
+    /// A cumulative ACK frame for the `n` oldest transmitted requests, under
+    /// one taking of the queue's lock (msg_rate's ACKs count dozens). false:
+    /// it acknowledges more than awaits one, or a READ or atomic (a broken
+    /// peer).
     pub fn on_acks(&self, n: u64) -> bool {
-        let mut sq = self.sq.lock();
-        if self.is(ERROR) {
-            return true;
-        }
-        for _ in 0..n {
-            self.retire(&mut sq);
-            if self.is(ERROR) {
-                // A request that failed locally reached the front.
-                break;
-            }
-            if sq.done >= sq.sent || sq.wqe(sq.done).state != AWAIT {
-                return false;
-            }
-            let w = *sq.wqe(sq.done);
-            sq.done += 1;
-            self.complete_send(&w, DAT_DTO_SUCCESS, 0);
-        }
-        if !self.is(ERROR) {
-            self.retire(&mut sq);
-        }
-        let failed = self.is(ERROR);
-        drop(sq);
-        if failed {
-            self.fail();
-        }
-        true
+        let mut n = n;
+        self.ack_oldest(&mut n, false)
     }
 
     /// ACKs from the mapping's counter (`shm::Ring::take_acks`): they go to
@@ -337,12 +314,19 @@ impl QpInner {
     /// what is left waits in `credits` for it. false: ACKs with nothing
     /// transmitted to take them (a broken peer).
     pub fn take_credits(&self, credits: &mut u64) -> bool {
+        self.ack_oldest(credits, true)
+    }
+
+    /// `n` ACKs to the oldest transmitted requests; `counted`: from the
+    /// counter, whose ACKs may wait behind a response frame (else that is
+    /// a broken peer).
+    fn ack_oldest(&self, n: &mut u64, counted: bool) -> bool {
         let mut sq = self.sq.lock();
         if self.is(ERROR) {
-            *credits = 0;
+            *n = 0;
             return true;
         }
-        while *credits > 0 {
+        while *n > 0 {
             if sq.done >= sq.sent {
                 return false;
             }
@@ -356,16 +340,16 @@ impl QpInner {
                     break;
                 }
                 if sq.done == before {
-                    return true;
+                    return counted;
                 }
                 continue;
             }
             if matches!(w.op, WOp::Read | WOp::CmpSwap | WOp::FetchAdd) {
-                return true;
+                return counted;
             }
             self.complete_send(w, DAT_DTO_SUCCESS, 0);
             sq.done += 1;
-            *credits -= 1;
+            *n -= 1;
         }
         if !self.is(ERROR) {
             self.retire(&mut sq);
