@@ -351,7 +351,8 @@ impl QpInner {
             sq.done += 1;
             *n -= 1;
         }
-        if !self.is(ERROR) {
+        // What ran locally behind the last one ACKed completes now too.
+        if !self.is(ERROR) && sq.done < sq.sent && sq.wqe(sq.done).state != AWAIT {
             self.retire(&mut sq);
         }
         let failed = self.is(ERROR);
