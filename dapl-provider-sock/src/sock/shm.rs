@@ -276,13 +276,10 @@ impl Ring {
         if n == 0 {
             return 0;
         }
-        let c = self.ctl();
-        let head = c.head.0.head.load(Ordering::Relaxed);
-        let at = head as usize & (self.cap - 1);
-        // SAFETY: the free part of the ring, which the consumer does not read
-        // until head moves; src is readable (caller).
-        unsafe { self.copy_in(at, src, n) };
-        c.head.0.head.store(head.wrapping_add(n as u64), Ordering::Release);
+        // SAFETY: the free part of the ring (within `room`), which the
+        // consumer does not read until head moves; src is readable (caller).
+        unsafe { self.stage(0, src, n) };
+        self.publish(n);
         n
     }
 
