@@ -17,19 +17,35 @@ const MAX_TABLES: usize = 64;
 /// is free, so the usual check is one load and one compare; a table whose
 /// home was taken sits in the first free slot and is found by the scan.
 ///
-/// Free slots hold `EMPTY`, not NULL, and `EMPTY`'s own home slot holds
-/// NULL for good: so neither NULL nor `EMPTY` ever finds itself at home,
-/// and a match at home is always a registered table, with no other test.
+/// A free slot holds its own `vacant` mark, a small address whose home is
+/// another slot: so no value ever finds its slot's mark at home, and a
+/// match at home is always a registered table, with no other test. Every
+/// slot can be a table's home. (One reserved slot, holding NULL, was the
+/// home of one table address in 64: a process whose provider's table
+/// landed there, as ASLR put it, took the slow way on every call, about
+/// 100 instructions more.)
 static KNOWN: [AtomicPtr<DAT_PROVIDER>; MAX_TABLES] = {
-    let mut k = [const { AtomicPtr::new(EMPTY) }; MAX_TABLES];
-    k[home_of(EMPTY_AT)] = AtomicPtr::new(ptr::null_mut());
+    let mut k = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_TABLES];
+    let mut i = 0;
+    while i < MAX_TABLES {
+        k[i] = AtomicPtr::new(vacant(i));
+        i += 1;
+    }
     k
 };
-/// Never a table's address (nothing is mapped that low), and its home slot
-/// is not NULL's.
-const EMPTY: *mut DAT_PROVIDER = ptr::without_provenance_mut(EMPTY_AT);
-const EMPTY_AT: usize = 8;
-const _: () = assert!(home_of(EMPTY_AT) != home_of(0));
+/// Below this no table lives (nothing is mapped that low): the marks.
+const MARKS_BELOW: usize = 4096;
+
+/// Slot `i`'s mark when free: the first 8-aligned small address whose home
+/// is not `i`.
+const fn vacant(i: usize) -> *mut DAT_PROVIDER {
+    let mut a = 8;
+    while home_of(a) == i {
+        a += 8;
+    }
+    assert!(a < MARKS_BELOW);
+    ptr::without_provenance_mut(a)
+}
 /// Slots at or past this index have never been used, so scans stop here.
 static KNOWN_END: AtomicUsize = AtomicUsize::new(0);
 
@@ -89,10 +105,10 @@ pub fn add(provider: *const DAT_PROVIDER, info: &DAT_PROVIDER_INFO) -> DAT_RETUR
         return error(DAT_PROVIDER_ALREADY_REGISTERED, 0);
     }
     if !KNOWN.iter().any(|s| ptr::eq(s.load(Ordering::Acquire), provider)) {
-        let take = |s: &AtomicPtr<DAT_PROVIDER>| {
-            s.compare_exchange(EMPTY, provider as *mut _, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        let take = |i: usize| {
+            KNOWN[i].compare_exchange(vacant(i), provider as *mut _, Ordering::AcqRel, Ordering::Acquire).is_ok()
         };
-        let slot = if take(&KNOWN[home(provider)]) { Some(home(provider)) } else { KNOWN.iter().position(take) };
+        let slot = if take(home(provider)) { Some(home(provider)) } else { (0..MAX_TABLES).find(|&i| take(i)) };
         let Some(slot) = slot else {
             log::error!("more than {MAX_TABLES} provider tables registered; refusing {:?}",
                 String::from_utf8_lossy(&key.ia_name));
@@ -113,8 +129,8 @@ pub fn remove(provider: *const DAT_PROVIDER, info: &DAT_PROVIDER_INFO) -> DAT_RE
     };
     regs.remove(pos);
     if !regs.iter().any(|r| ptr::eq(r.table, provider)) {
-        for slot in &KNOWN {
-            let _ = slot.compare_exchange(provider as *mut _, EMPTY, Ordering::AcqRel, Ordering::Acquire);
+        for (i, slot) in KNOWN.iter().enumerate() {
+            let _ = slot.compare_exchange(provider as *mut _, vacant(i), Ordering::AcqRel, Ordering::Acquire);
         }
     }
     log::debug!("provider removed: IA {}", String::from_utf8_lossy(&key.ia_name));
@@ -128,8 +144,8 @@ pub fn lookup(key: &Key) -> Option<*const DAT_PROVIDER> {
 /// True when `p` is a provider table some library registered and has not removed.
 #[inline]
 pub fn is_known(p: *const DAT_PROVIDER) -> bool {
-    // Free slots hold EMPTY, and one holds NULL: neither is a table.
-    if p.is_null() || ptr::eq(p, EMPTY) {
+    // Free slots hold marks below MARKS_BELOW: none is a table.
+    if (p as usize) < MARKS_BELOW {
         return false;
     }
     ptr::eq(KNOWN[home(p)].load(Ordering::Acquire), p) || scan_known(p)
@@ -174,4 +190,40 @@ pub fn name_of(info: &DAT_PROVIDER_INFO) -> String {
         std::slice::from_raw_parts(info.ia_name.as_ptr() as *const u8, info.ia_name.len())
     };
     CStr::from_bytes_until_nul(bytes).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_value_finds_a_free_slots_mark_at_home_and_every_slot_is_a_home() {
+        let mut homes = [false; MAX_TABLES];
+        for i in 0..MAX_TABLES {
+            let m = vacant(i) as usize;
+            assert!(m != 0 && m < MARKS_BELOW && m % 8 == 0);
+            assert_ne!(home_of(m), i, "slot {i}'s mark is at home there");
+            assert!(!is_known(m as *const DAT_PROVIDER));
+        }
+        // Table addresses land in every slot, the one NULL's mark held for
+        // good before included.
+        let words = vec![0u64; 64 * 1024];
+        for w in &words {
+            homes[home_of(w as *const u64 as usize)] = true;
+        }
+        assert!(homes.iter().all(|&h| h));
+        assert!(!is_known_at_home(ptr::null()));
+        // One whose home was that slot is registered there, and found at home.
+        let old = home_of(8);
+        let t = words.iter().map(|w| w as *const u64 as *const DAT_PROVIDER).find(|&t| home(t) == old).unwrap();
+        // SAFETY: all-zero is a valid DAT_PROVIDER_INFO (a C struct of numbers).
+        let mut info: DAT_PROVIDER_INFO = unsafe { std::mem::zeroed() };
+        for (d, s) in info.ia_name.iter_mut().zip(b"providers-unit-test") {
+            *d = *s as _;
+        }
+        assert_eq!(add(t, &info), DAT_SUCCESS);
+        assert!(is_known_at_home(t), "a table whose home is that slot is not found at home");
+        assert_eq!(remove(t, &info), DAT_SUCCESS);
+        assert!(!is_known(t));
+    }
 }
