@@ -68,17 +68,25 @@ pub(super) fn refuse(c: &mut Conn, len: u64, why: Nak) -> Result<(), End> {
     Ok(())
 }
 
-/// Copies `bytes` over the segments, in order.
-pub(super) fn scatter(segs: &[(u64, u64)], bytes: &[u8]) {
+/// Copies `bytes` over the segments, in order, starting `skip` bytes into
+/// them (a payload that comes in two parts: the ring's wrap).
+pub(super) fn scatter(segs: &[(u64, u64)], mut skip: usize, bytes: &[u8]) {
     let mut off = 0usize;
     for &(a, l) in segs {
         if off >= bytes.len() {
             break;
         }
-        let n = (l as usize).min(bytes.len() - off);
-        // SAFETY: a local segment whose lkey was checked for local write at post.
-        unsafe { std::ptr::copy_nonoverlapping(bytes[off..].as_ptr(), a as *mut u8, n) };
+        let l = l as usize;
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        let n = (l - skip).min(bytes.len() - off);
+        // SAFETY: a local segment whose lkey was checked for local write at
+        // post, `skip + n` within it.
+        unsafe { std::ptr::copy_nonoverlapping(bytes[off..].as_ptr(), (a as *mut u8).add(skip), n) };
         off += n;
+        skip = 0;
     }
 }
 

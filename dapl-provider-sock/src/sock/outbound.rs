@@ -82,7 +82,7 @@ pub(super) fn next_frame(c: &mut Conn) -> bool {
 /// instructions a message: the frame's read, parse and dispatch).
 /// Ahead of a DISC too: the requests it ACKs were served, and complete so
 /// at the peer, not flushed.
-fn publish_acks(c: &mut Conn) {
+pub(super) fn publish_acks(c: &mut Conn) {
     if !c.ring_acks || !c.shm_out || c.phase != Phase::Open {
         return;
     }

@@ -332,20 +332,42 @@ impl Ring {
         if n == 0 {
             return 0;
         }
-        let c = self.ctl();
-        let tail = c.tail.0.load(Ordering::Relaxed);
-        let at = tail as usize & (self.cap - 1);
-        let first = n.min(self.cap - at);
-        // SAFETY: the filled part of the ring (published by head's Release);
-        // dst is writable (caller).
+        let (a, b) = self.parts(0, n);
+        // SAFETY: dst is writable for len >= n bytes (caller); the parts
+        // are n bytes of the ring, which dst does not overlap.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.data.add(at), dst, first);
-            if first < n {
-                std::ptr::copy_nonoverlapping(self.data, dst.add(first), n - first);
+            std::ptr::copy_nonoverlapping(a.as_ptr(), dst, a.len());
+            if !b.is_empty() {
+                std::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(a.len()), b.len());
             }
         }
-        c.tail.0.store(tail.wrapping_add(n as u64), Ordering::Release);
+        self.skip(n);
         n
+    }
+
+    /// Consumer: the `n` readable bytes `off` bytes past `tail`, as the
+    /// part up to the ring's end and the part from its start (empty unless
+    /// they wrap). Valid until the consumer's next `skip` or `pop`: the
+    /// producer writes only past `head`, and reuses them only once `tail`
+    /// has passed them.
+    ///
+    /// Panics if `off + n` is more than `available`.
+    #[inline]
+    pub fn parts(&self, off: usize, n: usize) -> (&[u8], &[u8]) {
+        assert!(off + n <= self.available(), "ring: read past head");
+        let at = (self.ctl().tail.0.load(Ordering::Relaxed) as usize).wrapping_add(off) & (self.cap - 1);
+        let first = n.min(self.cap - at);
+        // SAFETY: published bytes of our buffer (head's Release, checked
+        // above), which nobody writes until tail passes them.
+        unsafe { (std::slice::from_raw_parts(self.data.add(at), first), std::slice::from_raw_parts(self.data, n - first)) }
+    }
+
+    /// Consumer: the `n` bytes at `tail` are taken (no more than
+    /// `available`); their room goes back to the producer.
+    #[inline]
+    pub fn skip(&self, n: usize) {
+        let t = &self.ctl().tail.0;
+        t.store(t.load(Ordering::Relaxed).wrapping_add(n as u64), Ordering::Release);
     }
 
     /// Producer: `n` more of the consumer's requests are acknowledged.
@@ -843,6 +865,30 @@ mod tests {
         r.publish(10);
         assert_eq!(r.available(), 10);
         assert_eq!(pop(r, 10), b"abcdefghij".to_vec());
+    }
+
+    #[test]
+    fn parts_are_read_in_place_across_the_end_and_taken_by_skip() {
+        let t = ring(16);
+        let r = &t.ring;
+        assert_eq!(push(r, &[1u8; 12]), 12);
+        assert_eq!(pop(r, 12), vec![1u8; 12]);
+        assert_eq!(push(r, b"headpayload"), 11);
+        // A header of 4 up to the ring's end, its payload of 7 from the start.
+        assert_eq!(r.parts(0, 4), (&b"head"[..], &b""[..]));
+        assert_eq!(r.parts(4, 7), (&b"payload"[..], &b""[..]));
+        assert_eq!(r.parts(2, 4), (&b"ad"[..], &b"pa"[..]), "a range across the end comes in two");
+        r.skip(4);
+        assert_eq!(r.available(), 7);
+        assert_eq!(r.parts(0, 7), (&b"payload"[..], &b""[..]));
+        r.skip(7);
+        assert_eq!(r.available(), 0);
+        assert_eq!(r.space(), 16, "skipped bytes go back to the producer");
+        let past = std::panic::catch_unwind(|| {
+            let t = ring(16);
+            let _ = t.ring.parts(0, 1);
+        });
+        assert!(past.is_err(), "parts past head were handed out");
     }
 
     #[test]
