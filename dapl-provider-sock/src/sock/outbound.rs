@@ -186,7 +186,7 @@ pub(super) fn request_header(w: &Wqe) -> Hdr {
 /// doorbell, if it needs one.
 fn bell(c: &mut Conn, acks: bool) {
     let Some(m) = &c.shm else { return };
-    let b = m.tx.bell();
+    let b = m.tx.bell(|| m.judged_at());
     if acks && b == shm::Bell::Skipped && c.acks_skipped == 0 && !on_progress_thread() {
         // ACKs leave no bytes to see taken: a look of the reader's since
         // says it took them (`overdue`).

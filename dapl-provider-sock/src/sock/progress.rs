@@ -1792,7 +1792,9 @@ fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<
 }
 
 /// A doorbell we skipped whose bytes the peer has still not taken after
-/// `OVERDUE_NS` (at `now`; u64::MAX: at once) is rung after all. The time
+/// `OVERDUE_NS` (at `now`; u64::MAX: at once), and whose reader has not
+/// looked at its ring within `shm::POLLED_NS` of our last look either
+/// (`Shm::judged_at`), is rung after all. The time
 /// runs from the skip or from the reader's last progress, whichever is
 /// later: a reader that keeps taking a stream we keep writing is never
 /// all caught up, and counting from the first skip rang it every 10 µs
@@ -1829,7 +1831,10 @@ fn overdue_skipped(c: &mut Conn, now: u64) {
         c.skipped_at = 0;
         return;
     }
-    if now != u64::MAX && tail != c.skipped_tail {
+    if now != u64::MAX && (tail != c.skipped_tail || m.tx.looked_within(m.judged_at())) {
+        // Taking, or still looking: a reader in a system call or off its
+        // CPU for a moment is not gone. Rung, its thread would take that
+        // CPU from it (pinned beside it) just as it comes back.
         c.skipped_tail = tail;
         c.skipped_at = now.max(1);
     } else {
@@ -1845,7 +1850,7 @@ fn overdue_acks(c: &mut Conn, now: u64) {
     let Some(m) = &c.shm else { return };
     if m.tx.looked_since(c.acks_skipped) {
         c.acks_skipped = 0;
-    } else if now == u64::MAX || now.saturating_sub(clock::ns_of(c.acks_skipped)) >= shm::OVERDUE_NS {
+    } else if now == u64::MAX || (now.saturating_sub(clock::ns_of(c.acks_skipped)) >= shm::OVERDUE_NS && !m.tx.looked_within(m.judged_at())) {
         c.acks_skipped = 0;
         shm::ring_bell(c.fd);
     }
@@ -1898,10 +1903,12 @@ impl Engine for Progress {
         }
         for &t in &self.shm_conns {
             let Some(c) = self.conns.get_mut(&t) else { continue };
+            // Overdue first: judged against our look before this one
+            // (`Shm::judged_at`).
+            overdue(c, now);
             if let Some(m) = &c.shm {
                 m.rx.polled(ticks);
             }
-            overdue(c, now);
             // A pump for ACKs alone would cost ten times this.
             let broken = !c.absorb();
             if (broken || has_work(c)) && !list.contains(&t) {
@@ -2105,6 +2112,45 @@ mod tests {
         // SAFETY: a non-blocking read into our stack buffer.
         let n = unsafe { libc::recv(fd, b.as_mut_ptr() as *mut libc::c_void, b.len(), libc::MSG_DONTWAIT) };
         n.max(0) as usize
+    }
+
+    #[test]
+    fn a_reader_whose_look_is_as_old_as_ours_is_not_rung_and_one_that_stopped_is() {
+        let mut sv = [0i32; 2];
+        // SAFETY: a socketpair into our array.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) }, 0);
+        let (mut a, name) = Shm::create().unwrap();
+        let b = Shm::open(&name).unwrap();
+        a.unlink();
+        // SAFETY: all-zero sockaddr_in is a valid (unused) peer address.
+        let mut c = Conn::new(sv[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() });
+        c.shm = Some(a);
+        let m = c.shm.as_ref().unwrap();
+        // SAFETY: 64 readable bytes.
+        assert_eq!(unsafe { m.tx.push([7u8; 64].as_ptr(), 64) }, 64);
+        let skipped = |c: &mut Conn| {
+            let m = c.shm.as_ref().unwrap();
+            (c.skipped_head, c.skipped_tail) = (m.tx.head(), m.tx.tail());
+            c.skipped_at = clock::now_ns() - 2 * shm::OVERDUE_NS;
+        };
+        // Both ends looked last 50 µs ago (the machine paused): not rung.
+        let then = clock::ticks() - clock::ticks_of_ns(50_000);
+        b.rx.polled(then);
+        m.rx.polled(then);
+        skipped(&mut c);
+        overdue(&mut c, clock::now_ns());
+        assert_eq!(waiting(sv[1]), 0, "a reader that looked as lately as we did was rung");
+        assert_ne!(c.skipped_at, 0, "the skipped doorbell was forgotten");
+        // We looked since and it did not: rung.
+        c.shm.as_ref().unwrap().rx.polled(clock::ticks());
+        skipped(&mut c);
+        overdue(&mut c, clock::now_ns());
+        assert_eq!((waiting(sv[1]), c.skipped_at), (1, 0), "a reader that stopped looking was not rung");
+        // SAFETY: closing our socketpair.
+        unsafe {
+            libc::close(sv[0]);
+            libc::close(sv[1]);
+        }
     }
 
     #[test]
