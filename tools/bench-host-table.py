@@ -79,7 +79,7 @@ class Bench:
         return self.expected_iters("lat" if fig == "lat50" else fig, size)
 
     # ---- parsing each tool's output ----
-    def parse_ours(self, fig, text):
+    def parse_ours(self, fig, text, size=None):
         doc = json.loads(text)
         if doc.get("error"):
             raise ValueError(f"dat-perf error: {doc['error']}")
@@ -95,7 +95,11 @@ class Bench:
             got[row["size"]] = float(row[key])
             if fig == "lat":
                 got[("lat50", row["size"])] = float(row["median"])
-        missing = [s for s in self.sizes(fig) if s not in got]
+        # One size per run (a connection each), or every size in one.
+        wanted = [size] if size is not None else self.sizes(fig)
+        if size is not None and set(k for k in got if not isinstance(k, tuple)) != {size}:
+            raise ValueError(f"expected {size} B alone, got {sorted(k for k in got if not isinstance(k, tuple))}")
+        missing = [s for s in wanted if s not in got]
         if missing:
             raise ValueError(f"no figure for sizes {missing}")
         return got
@@ -134,7 +138,7 @@ class Bench:
             try:
                 text = open(f"{self.work}/raw/{name}.out", errors="replace").read()
                 if stack.startswith("ours"):
-                    got = self.parse_ours(fig, text)
+                    got = self.parse_ours(fig, text, None if parts[4] == "all" else int(parts[4]))
                 elif stack == "ucx":
                     got = self.parse_ucx(fig, int(parts[4]), text)
                 else:
