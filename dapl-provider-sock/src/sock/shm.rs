@@ -42,6 +42,7 @@
 
 use super::clock;
 use super::tail;
+use super::tune;
 use std::io;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
@@ -524,7 +525,20 @@ fn path_of(name: &str) -> Option<std::ffi::CString> {
 fn map(fd: i32) -> io::Result<*mut u8> {
     // SAFETY: a new shared mapping of our file; checked.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), MAP_LEN, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-    if p == libc::MAP_FAILED { Err(io::Error::last_os_error()) } else { Ok(p as *mut u8) }
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    if tune::prefault() {
+        fault_in(p as *mut u8);
+    }
+    Ok(p as *mut u8)
+}
+
+/// Faults a whole mapping at `base` in (`tune::prefault`), leaving its
+/// bytes alone; a kernel before 5.14 (EINVAL) faults them as first used.
+fn fault_in(base: *mut u8) -> bool {
+    // SAFETY: advice on a whole mapping of ours.
+    unsafe { libc::madvise(base as *mut libc::c_void, MAP_LEN, libc::MADV_POPULATE_WRITE) == 0 }
 }
 
 impl Shm {
@@ -889,6 +903,29 @@ mod tests {
         r.publish(10);
         assert_eq!(r.available(), 10);
         assert_eq!(pop(r, 10), b"abcdefghij".to_vec());
+    }
+
+    #[test]
+    fn a_mapping_is_faulted_in_whole_when_asked_and_else_as_used() {
+        let (mut a, _) = Shm::create().unwrap();
+        a.unlink();
+        // SAFETY: plain sysconf.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let missing = |m: &Shm| {
+            let mut v = vec![0u8; MAP_LEN.div_ceil(page)];
+            // SAFETY: our mapping of MAP_LEN bytes, one byte out per page.
+            assert_eq!(unsafe { libc::mincore(m.base as *mut libc::c_void, MAP_LEN, v.as_mut_ptr()) }, 0);
+            v.iter().filter(|&&r| r & 1 == 0).count()
+        };
+        if tune::prefault() {
+            assert_eq!(missing(&a), 0, "DAPL_SOCK_PREFAULT=1, and a new mapping is not all in");
+            return;
+        }
+        assert!(missing(&a) >= 2 * RING / page, "the rings of a new mapping are in before any use");
+        if !fault_in(a.base) {
+            return; // a kernel before 5.14
+        }
+        assert_eq!(missing(&a), 0, "pages of a mapping faulted in are missing");
     }
 
     #[test]
