@@ -41,7 +41,7 @@ use super::device::{Engine, Shared, lock};
 use super::inbound::{by_reference, fill, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
 use super::outbound::{add_trailer, direct_send, next_frame, publish_acks, send_frame};
-use super::qp::{self, QpInner, RTS, Sge, WOp, Wqe};
+use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
 use super::role;
 use super::shm::{self, Shm};
 use super::slab::Slab;
@@ -2118,8 +2118,10 @@ mod tests {
         n.max(0) as usize
     }
 
-    #[test]
-    fn a_reader_whose_look_is_as_old_as_ours_is_not_rung_and_one_that_stopped_is() {
+    /// An on-node connection that wrote 64 bytes to its peer: the
+    /// connection, the peer's end of the mapping, and the socketpair whose
+    /// second end shows what was rung.
+    fn written_conn() -> (Conn, Shm, [i32; 2]) {
         let mut sv = [0i32; 2];
         // SAFETY: a socketpair into our array.
         assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) }, 0);
@@ -2129,9 +2131,15 @@ mod tests {
         // SAFETY: all-zero sockaddr_in is a valid (unused) peer address.
         let mut c = Conn::new(sv[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() });
         c.shm = Some(a);
-        let m = c.shm.as_ref().unwrap();
         // SAFETY: 64 readable bytes.
-        assert_eq!(unsafe { m.tx.push([7u8; 64].as_ptr(), 64) }, 64);
+        assert_eq!(unsafe { c.shm.as_ref().unwrap().tx.push([7u8; 64].as_ptr(), 64) }, 64);
+        (c, b, sv)
+    }
+
+    #[test]
+    fn a_reader_whose_look_is_as_old_as_ours_is_not_rung_and_one_that_stopped_is() {
+        let (mut c, b, sv) = written_conn();
+        let m = c.shm.as_ref().unwrap();
         let skipped = |c: &mut Conn| {
             let m = c.shm.as_ref().unwrap();
             (c.skipped_head, c.skipped_tail) = (m.tx.head(), m.tx.tail());
@@ -2159,18 +2167,8 @@ mod tests {
 
     #[test]
     fn a_reader_that_keeps_taking_is_not_rung_and_one_that_stopped_is() {
-        let mut sv = [0i32; 2];
-        // SAFETY: a socketpair into our array.
-        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) }, 0);
-        let (mut a, name) = Shm::create().unwrap();
-        let b = Shm::open(&name).unwrap();
-        a.unlink();
-        // SAFETY: all-zero sockaddr_in is a valid (unused) peer address.
-        let mut c = Conn::new(sv[0], 0, Phase::Open, true, unsafe { std::mem::zeroed() });
-        c.shm = Some(a);
+        let (mut c, b, sv) = written_conn();
         let tx = &c.shm.as_ref().unwrap().tx;
-        // SAFETY: 64 readable bytes.
-        assert_eq!(unsafe { tx.push([7u8; 64].as_ptr(), 64) }, 64);
         let t0 = 1_000_000;
         c.skipped_at = t0;
         c.skipped_head = tx.head();
