@@ -1294,7 +1294,8 @@ impl Progress {
             && c.phase == Phase::Open
             && matches!(c.inp, InState::Hdr)
             && c.start == c.end
-            && !c.bells
+            // Doorbells to drain are the thread's (`pump`).
+            && !(c.bells && role::on_progress_thread())
             && !c.refused
             && !c.disc_rcvd
             && !c.out.active
