@@ -1354,6 +1354,16 @@ impl Progress {
         Ok(self.conns.get(&token).is_none_or(|c| !has_work(c)))
     }
 
+    /// A pass's or post's look at a connection's input: sends from the
+    /// ring in place (`ring_sends`), the rest through `pump`.
+    fn take_input(&mut self, token: u64) {
+        match self.ring_sends(token) {
+            Ok(true) => {}
+            Ok(false) => self.pump(token, false, true),
+            Err(e) => self.end(token, e),
+        }
+    }
+
     fn on_header(&mut self, token: u64, h: Hdr) -> Result<(), End> {
         self.frames = self.frames.wrapping_add(1);
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
@@ -1945,11 +1955,7 @@ impl Engine for Progress {
             }
         }
         for &t in &list {
-            self.guarded(t, |p| match p.ring_sends(t) {
-                Ok(true) => {}
-                Ok(false) => p.pump(t, false, true),
-                Err(e) => p.end(t, e),
-            });
+            self.guarded(t, |p| p.take_input(t));
         }
         self.pass_list = list;
         let mut events = false;
@@ -2034,11 +2040,7 @@ impl Engine for Progress {
             // ACKs alone need no pump (a third of a post's cost when
             // each post found one: msg_rate).
             if c.shm_in && (m.rx.available() > 0 || !c.absorb()) {
-                match p.ring_sends(token) {
-                    Ok(true) => {}
-                    Ok(false) => p.pump(token, false, true),
-                    Err(e) => p.end(token, e),
-                }
+                p.take_input(token);
             }
         });
         if sent {

@@ -177,7 +177,7 @@ pub struct Ctl {
 
 /// How recent a consumer's look at its ring must be for a producer to skip
 /// the doorbell of a reader flagged `sleeping = 2`.
-pub const POLLED_NS: u64 = 20_000;
+const POLLED_NS: u64 = 20_000;
 /// How stale a consumer's stamp may get before it stamps again.
 const STAMP_NS: u64 = 1_000;
 /// How recent our own last look must be for a peer's stamp to be judged
