@@ -183,6 +183,9 @@ pub(super) struct Conn {
     pub(super) skipped_head: u64,
     /// The reader's `tail` when last seen (`overdue`).
     pub(super) skipped_tail: u64,
+    /// Some skip since the last fenced look was `shm::Bell::Unsure`: a
+    /// consumer going quiet decides it with one (`overdue`).
+    pub(super) unsure: bool,
     /// A message that found no receive, once a receive was posted for it:
     /// when it is taken (CLOCK_MONOTONIC ns; 0: no such wait).
     pub(super) rnr_due: u64,
@@ -242,6 +245,7 @@ impl Conn {
             post_gen: 0,
             dry: false,
             skipped_at: 0,
+            unsure: false,
             skipped_head: 0,
             skipped_tail: 0,
             rnr_due: 0,

@@ -90,7 +90,7 @@ pub(super) fn publish_acks(c: &mut Conn) {
     m.tx.publish_acks(n);
     c.resp.pop_front();
     c.ack_held = false;
-    bell(c, true);
+    bell(c, true, None);
 }
 
 /// Whether a request goes by reference: the target pulls (or pushes) the
@@ -184,10 +184,14 @@ pub(super) fn request_header(w: &Wqe) -> Hdr {
 
 /// After bytes (and, `acks`, ACKs) went into the peer's ring: its
 /// doorbell, if it needs one.
-fn bell(c: &mut Conn, acks: bool) {
+/// `posted`: a consumer's post, and when (`shm::Ring::bell_in_burst`).
+fn bell(c: &mut Conn, acks: bool, posted: Option<u64>) {
     let Some(m) = &c.shm else { return };
-    let b = m.tx.bell(|| m.judged_at());
-    if acks && b == shm::Bell::Skipped && c.acks_skipped == 0 && !on_progress_thread() {
+    let b = match posted {
+        Some(now) => m.tx.bell_in_burst(now, || m.judged_at()),
+        None => m.tx.bell(|| m.judged_at()),
+    };
+    if acks && c.acks_skipped == 0 && (b == shm::Bell::Unsure || (b == shm::Bell::Skipped && !on_progress_thread())) {
         // ACKs leave no bytes to see taken: a look of the reader's since
         // says it took them (`overdue`).
         c.acks_skipped = clock::ticks().max(1);
@@ -202,6 +206,16 @@ fn bell(c: &mut Conn, acks: bool) {
             c.skipped_at = clock::now_ns();
         }
         shm::Bell::Skipped => c.skipped_head = m.tx.head(),
+        // No read of the reader's `tail` here (a line it writes): the last
+        // one seen serves as the mark it must pass (`overdue`).
+        shm::Bell::Unsure => {
+            c.unsure = true;
+            c.skipped_head = m.tx.head();
+            if c.skipped_at == 0 {
+                c.skipped_tail = m.tx.seen_tail();
+                c.skipped_at = clock::now_ns();
+            }
+        }
         shm::Bell::No => {}
     }
 }
@@ -211,7 +225,8 @@ fn bell(c: &mut Conn, acks: bool) {
 /// frame (after a lone ACK a pass kept back) goes into the ring now, once
 /// its QP has recorded it as transmitted (`QpInner::start_direct`).
 /// false: nothing done.
-pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge]) -> bool {
+/// `now`: `clock::ticks` at the post.
+pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge], now: u64) -> bool {
     let ack = match (c.resp.front(), c.resp.len()) {
         (None, _) => None,
         (Some(&Resp::Ack(n)), 1) => Some(n),
@@ -260,7 +275,7 @@ pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge]) -> b
         c.resp.clear();
         c.ack_held = false;
     }
-    bell(c, ack.is_some() && c.ring_acks);
+    bell(c, ack.is_some() && c.ring_acks, Some(now));
     true
 }
 
@@ -322,7 +337,7 @@ pub(super) fn send_frame(c: &mut Conn, more: bool) -> Result<bool, End> {
             }
         }
         if n > 0 {
-            bell(c, false);
+            bell(c, false, None);
         }
         c.out.pos += n;
         if c.out.pos >= c.out.total {

@@ -437,8 +437,11 @@ impl Progress {
         self.polled_since = 0;
         self.replan_asked = false;
         if !polling {
-            // No tick will come: nothing may stay held.
+            // No tick will come: nothing may stay held, and no pass will
+            // look again at a doorbell left unrung (a consumer that posted
+            // and went on computing: `Bell::Unsure`).
             self.flush_held();
+            self.ring_overdue();
         }
         let work = if polling { self.look() } else { self.prepare_sleep() };
         if work {
@@ -1106,6 +1109,15 @@ impl Progress {
     fn hold(&mut self, token: u64, at: u64) {
         if !self.held.iter().any(|h| h.0 == token) {
             self.held.push((token, at));
+        }
+    }
+
+    /// Rings every doorbell skipped whose bytes or ACKs are still unread.
+    fn ring_overdue(&mut self) {
+        for &t in &self.shm_conns {
+            if let Some(c) = self.conns.get_mut(&t) {
+                overdue(c, u64::MAX);
+            }
         }
     }
 
@@ -1825,6 +1837,9 @@ fn overdue(c: &mut Conn, now: u64) {
 
 #[inline(never)]
 fn overdue_skipped(c: &mut Conn, now: u64) {
+    if now == u64::MAX && std::mem::take(&mut c.unsure) && settle_unsure(c) {
+        return;
+    }
     if c.acks_skipped != 0 {
         overdue_acks(c, now);
     }
@@ -1856,6 +1871,23 @@ fn overdue_skipped(c: &mut Conn, now: u64) {
         c.skipped_at = 0;
         shm::ring_bell(c.fd);
     }
+}
+
+/// Going quiet with doorbells left `shm::Bell::Unsure`: the fenced look
+/// decides them now. A reader still awake will see bytes and ACKs before
+/// it sleeps (rung for bytes it had simply not taken yet, a reader
+/// spinning in its wait would have its thread woken for nothing); one
+/// asleep is rung. true: settled; false: it dozes and looks, as `Skipped`.
+fn settle_unsure(c: &mut Conn) -> bool {
+    let Some(m) = &c.shm else { return false };
+    match m.tx.bell(|| m.judged_at()) {
+        shm::Bell::No => {}
+        shm::Bell::Ring => shm::ring_bell(c.fd),
+        _ => return false,
+    }
+    c.skipped_at = 0;
+    c.acks_skipped = 0;
+    true
 }
 
 /// `overdue` for ACKs published to the counter: they are taken once the
@@ -2017,9 +2049,10 @@ impl Engine for Progress {
     fn post_direct(&mut self, token: u64, q: &QpInner, w: &Wqe, sges: &[Sge]) -> bool {
         let poller = self.poller;
         let mut sent = false;
+        let now = clock::ticks();
         self.guarded(token, |p| {
             let Some(c) = p.conns.get_mut(&token) else { return };
-            if !direct_send(c, q, w, sges) {
+            if !direct_send(c, q, w, sges, now) {
                 return;
             }
             sent = true;
@@ -2035,7 +2068,7 @@ impl Engine for Progress {
             p.frames = p.frames.wrapping_add(1);
             let Some(m) = &c.shm else { return };
             if poller {
-                m.rx.polled(clock::ticks());
+                m.rx.polled(now);
             }
             // ACKs alone need no pump (a third of a post's cost when
             // each post found one: msg_rate).
@@ -2058,11 +2091,7 @@ impl Engine for Progress {
         self.flush_held();
         // This consumer stops looking for answers: doorbells it skipped
         // and that are still unread go now.
-        for &t in &self.shm_conns {
-            if let Some(c) = self.conns.get_mut(&t) {
-                overdue(c, u64::MAX);
-            }
-        }
+        self.ring_overdue();
         if self.on_quiet_set {
             // The thread sleeps deaf to the sockets: it must hear the
             // doorbells this consumer will now sleep on.
@@ -2202,6 +2231,45 @@ mod tests {
         unsafe {
             libc::close(sv[0]);
             libc::close(sv[1]);
+        }
+    }
+
+    #[test]
+    fn a_doorbell_left_unsure_is_decided_by_the_plan_once_the_consumer_stops() {
+        let (shared, epfd, mut p) = engine();
+        let (mut c, b, sv) = written_conn();
+        // The reader went to sleep as the bytes landed; our look, without
+        // the fence, took it for awake.
+        b.rx.prepare_sleep();
+        let unsure = |c: &mut Conn| {
+            let m = c.shm.as_ref().unwrap();
+            (c.skipped_head, c.skipped_tail, c.skipped_at, c.unsure) = (m.tx.head(), m.tx.seen_tail(), clock::now_ns(), true);
+        };
+        unsure(&mut c);
+        let t = p.conns.insert(c);
+        p.shm_conns.push(t);
+        // Our consumer still polls: its passes will look; the plan leaves it.
+        p.passes += 1;
+        p.sleep_plan();
+        assert_eq!(waiting(sv[1]), 0, "rung while our consumer still polled");
+        // It stopped (a tick went by without a pass or post): rung.
+        p.active_at = clock::now_ns() - 2 * TICK_NS;
+        p.sleep_plan();
+        assert_eq!(waiting(sv[1]), 1, "an unsure doorbell to a sleeping reader was left unrung");
+        assert_eq!(p.conns.get(&t).unwrap().skipped_at, 0);
+        // A reader awake will see the bytes itself: not rung, settled.
+        b.rx.awake();
+        unsure(p.conns.get_mut(&t).unwrap());
+        p.sleep_plan();
+        let c = p.conns.get(&t).unwrap();
+        assert_eq!((waiting(sv[1]), c.skipped_at, c.unsure), (0, 0, false), "a reader awake was rung");
+        drop(p);
+        drop(shared);
+        // SAFETY: closing our socketpair and epoll set.
+        unsafe {
+            for fd in [sv[0], sv[1], epfd] {
+                libc::close(fd);
+            }
         }
     }
 
