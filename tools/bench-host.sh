@@ -279,59 +279,51 @@ pair() {
 csv() { echo "$*" | tr ' ' ','; }
 ALL_SIZES=$(csv $SIZES)
 
-# One figure of one stack on one network, every size. Like ucx_perftest
-# and fi_pingpong here, each size runs on a connection of its own: a TCP
-# stream's history changes its next size's latency, for every stack (over
-# the veth, 4 KiB ping-pong means: ours 6.7-6.8 us after 2 KiB on the same
-# connection, 5.4-5.6 on a fresh one; fi_pingpong -S all 7.2-9.4 after 1
-# and 2 KiB, -S 4096 alone 5.7-5.8). BENCH_OURS_ONE_CONN=1 runs every size
-# on one connection, as dat-perf does by itself.
-run_ours() { # ROUND NET FIG
-	local r=$1 net=$2 fig=$3 mode test s sizes
-	sizes=$SIZES
-	[ "$fig" = rate ] && sizes=$RATE_SIZE
-	[ "$ONE_CONN" = 1 ] && sizes=all
+# One figure of one stack on one network at one size (SIZE "all": every
+# size on one connection). Like ucx_perftest and fi_pingpong here, each
+# size runs on a connection of its own: a TCP stream's history changes its
+# next size's latency, for every stack (over the veth, 4 KiB ping-pong
+# means: ours 6.7-6.8 us after 2 KiB on the same connection, 5.4-5.6 on a
+# fresh one; fi_pingpong -S all 7.2-9.4 after 1 and 2 KiB, -S 4096 alone
+# 5.7-5.8). BENCH_OURS_ONE_CONN=1 runs every size on one connection, as
+# dat-perf does by itself.
+run_ours() { # ROUND NET FIG SIZE
+	local r=$1 net=$2 fig=$3 s=$4 mode test these
+	these=$s
+	[ "$s" = all ] && these=$ALL_SIZES
 	for mode in $MODES; do
-		for s in $sizes; do
-			local these=$s
-			[ "$s" = all ] && these=$ALL_SIZES
-			case $fig in
-			lat) test="--test send_lat --sizes $these --iters $LAT_ITERS --iter-bytes $LAT_BYTES" ;;
-			bw) test="--test send_bw --sizes $these --iters $BW_ITERS --iter-bytes $BW_BYTES --window $WINDOW" ;;
-			rate) test="--test msg_rate --sizes $these --iters $RATE_ITERS --window $WINDOW" ;;
-			esac
-			pair "r$r.$net.ours-$mode.$fig.$s" "$net" ours \
-				"$BIN/dat-perf --ia $(ia_of "$net") --port {PORT} --quiet --json --timeout 30" \
-				"$BIN/dat-perf --ia $(ia_of "$net") --server {ADDR} --port {PORT} --quiet --json --timeout 30 --min-iters $MIN_ITERS --warmup $WARMUP --mode $mode $test"
-		done
+		case $fig in
+		lat) test="--test send_lat --sizes $these --iters $LAT_ITERS --iter-bytes $LAT_BYTES" ;;
+		bw) test="--test send_bw --sizes $these --iters $BW_ITERS --iter-bytes $BW_BYTES --window $WINDOW" ;;
+		rate) test="--test msg_rate --sizes $these --iters $RATE_ITERS --window $WINDOW" ;;
+		esac
+		pair "r$r.$net.ours-$mode.$fig.$s" "$net" ours \
+			"$BIN/dat-perf --ia $(ia_of "$net") --port {PORT} --quiet --json --timeout 30" \
+			"$BIN/dat-perf --ia $(ia_of "$net") --server {ADDR} --port {PORT} --quiet --json --timeout 30 --min-iters $MIN_ITERS --warmup $WARMUP --mode $mode $test"
 	done
 }
 ia_of() { [ "$1" = node ] && echo bh-lo || echo bh-veth; }
 
-run_ucx() {
-	local r=$1 net=$2 fig=$3 s n
+run_ucx() { # ROUND NET FIG SIZE
+	local r=$1 net=$2 fig=$3 s=$4 n
 	case $fig in
-	lat) for s in $SIZES; do
+	lat)
 		n=$(iters_for "$LAT_ITERS" "$LAT_BYTES" "$s")
-		pair "r$r.$net.ucx.lat.$s" "$net" ucx "ucx_perftest -p {PORT}" "ucx_perftest {ADDR} -p {PORT} -t tag_lat -s $s -n $n -w $WARMUP -v"
-	done ;;
-	bw) for s in $SIZES; do
+		pair "r$r.$net.ucx.lat.$s" "$net" ucx "ucx_perftest -p {PORT}" "ucx_perftest {ADDR} -p {PORT} -t tag_lat -s $s -n $n -w $WARMUP -v" ;;
+	bw)
 		n=$(iters_for "$BW_ITERS" "$BW_BYTES" "$s")
-		pair "r$r.$net.ucx.bw.$s" "$net" ucx "ucx_perftest -p {PORT}" "ucx_perftest {ADDR} -p {PORT} -t tag_bw -s $s -n $n -w $WARMUP -O $WINDOW -v"
-	done ;;
-	rate) pair "r$r.$net.ucx.rate.$RATE_SIZE" "$net" ucx "ucx_perftest -p {PORT}" \
-		"ucx_perftest {ADDR} -p {PORT} -t tag_bw -s $RATE_SIZE -n $RATE_ITERS -w $WARMUP -O $WINDOW -v" ;;
+		pair "r$r.$net.ucx.bw.$s" "$net" ucx "ucx_perftest -p {PORT}" "ucx_perftest {ADDR} -p {PORT} -t tag_bw -s $s -n $n -w $WARMUP -O $WINDOW -v" ;;
+	rate) pair "r$r.$net.ucx.rate.$s" "$net" ucx "ucx_perftest -p {PORT}" \
+		"ucx_perftest {ADDR} -p {PORT} -t tag_bw -s $s -n $RATE_ITERS -w $WARMUP -O $WINDOW -v" ;;
 	esac
 }
 
-run_ofi() {
-	local r=$1 net=$2 fig=$3 s n prov
+run_ofi() { # ROUND NET FIG SIZE
+	local r=$1 net=$2 fig=$3 s=$4 n prov
 	[ "$fig" = lat ] || return 0 # fi_pingpong is all Debian ships
 	[ "$net" = node ] && prov="-p shm -e rdm" || prov="-p tcp -e msg"
-	for s in $SIZES; do
-		n=$(iters_for "$LAT_ITERS" "$LAT_BYTES" "$s")
-		pair "r$r.$net.ofi.lat.$s" "$net" ofi "fi_pingpong $prov -I $n -S $s -B {PORT}" "fi_pingpong $prov -I $n -S $s -P {PORT} {ADDR}"
-	done
+	n=$(iters_for "$LAT_ITERS" "$LAT_BYTES" "$s")
+	pair "r$r.$net.ofi.lat.$s" "$net" ofi "fi_pingpong $prov -I $n -S $s -B {PORT}" "fi_pingpong $prov -I $n -S $s -P {PORT} {ADDR}"
 }
 
 # ---- the header: where and when --------------------------------------------
@@ -354,7 +346,11 @@ cat >"$WORK/config.json" <<EOF
  "window": $WINDOW, "smoke": $SMOKE}
 EOF
 
-# ---- the rounds: every stack once per figure, the order turning each round --
+# ---- the rounds: at each size every stack in turn, the order turning each
+# round. Size by size, not stack by stack: this host has minutes (and
+# stretches of seconds) in which one stack's TCP ping-pong runs 20-30%
+# slower than in the next (a size sweep of one stack took half a minute),
+# and run back to back at each size every stack meets the same ones.
 started=$(date +%s)
 : >"$WORK/load.txt"
 for r in $(seq "$ROUNDS"); do
@@ -364,8 +360,16 @@ for r in $(seq "$ROUNDS"); do
 	echo "$me: round $r/$ROUNDS (order ${order[*]}), $(uptime | sed 's/.*load/load/')" >&2
 	for net in $NETS; do
 		for fig in lat bw rate; do
-			for stack in "${order[@]}"; do
-				"run_$stack" "$r" "$net" "$fig"
+			sizes=$SIZES
+			[ "$fig" = rate ] && sizes=$RATE_SIZE
+			if [ "$ONE_CONN" = 1 ] && has "${order[*]}" ours; then
+				run_ours "$r" "$net" "$fig" all
+			fi
+			for s in $sizes; do
+				for stack in "${order[@]}"; do
+					[ "$stack" = ours ] && [ "$ONE_CONN" = 1 ] && continue
+					"run_$stack" "$r" "$net" "$fig" "$s"
+				done
 			done
 		done
 	done
