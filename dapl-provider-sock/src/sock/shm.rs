@@ -575,32 +575,28 @@ fn map(fd: i32) -> io::Result<*mut u8> {
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    let p = p as *mut u8;
     if tune::prefault() {
-        fault_in(p as *mut u8);
+        fault_in(p, 0, MAP_LEN);
     } else {
-        fault_in_heads(p as *mut u8);
+        // The control page and the heads of the rings (`HEAD_IN`).
+        fault_in(p, 0, CTL_PAGE + HEAD_IN);
+        fault_in(p, CTL_PAGE + RING, HEAD_IN);
     }
-    Ok(p as *mut u8)
+    Ok(p)
 }
 
 /// How much of each ring is faulted in at setup when the rest is left
-/// to first use: a short message's frames for the first thousand or so
-/// round trips.
+/// to first use (`tune::prefault`): a short message's frames for the
+/// first thousand or so round trips.
 const HEAD_IN: usize = 64 * 1024;
 
-/// The control page and the first `HEAD_IN` bytes of each ring.
-fn fault_in_heads(base: *mut u8) {
-    for (off, len) in [(0, CTL_PAGE + HEAD_IN), (CTL_PAGE + RING, HEAD_IN)] {
-        // SAFETY: advice on a part of a whole mapping of ours.
-        unsafe { libc::madvise(base.add(off) as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
-    }
-}
-
-/// Faults a whole mapping at `base` in (`tune::prefault`), leaving its
-/// bytes alone; a kernel before 5.14 (EINVAL) faults them as first used.
-fn fault_in(base: *mut u8) -> bool {
-    // SAFETY: advice on a whole mapping of ours.
-    unsafe { libc::madvise(base as *mut libc::c_void, MAP_LEN, libc::MADV_POPULATE_WRITE) == 0 }
+/// Faults `len` bytes at `off` of a mapping at `base` in, leaving them
+/// alone; a kernel before 5.14 (false, EINVAL) faults them as first used.
+fn fault_in(base: *mut u8, off: usize, len: usize) -> bool {
+    debug_assert!(off + len <= MAP_LEN);
+    // SAFETY: advice on a part of a whole mapping of ours.
+    unsafe { libc::madvise(base.add(off) as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) == 0 }
 }
 
 impl Shm {
@@ -987,7 +983,7 @@ mod tests {
         let rest = (2 * RING - 2 * HEAD_IN) / page;
         let lazy = missing(&a);
         assert!(lazy == rest || lazy == rest + (CTL_PAGE + 2 * HEAD_IN) / page, "{lazy} pages missing from a new mapping, not {rest}");
-        if !fault_in(a.base) {
+        if !fault_in(a.base, 0, MAP_LEN) {
             return;
         }
         assert_eq!(missing(&a), 0, "pages of a mapping faulted in are missing");

@@ -27,7 +27,7 @@ pub fn cma_min() -> u64 {
 /// Whether an on-node connection's mapping is faulted in whole when it is
 /// set up (`DAPL_SOCK_PREFAULT=1`), rather than its control page and the
 /// heads of its rings only, the rest page by page as first used (0, the
-/// default; `shm::fault_in_heads`). Page by page, a fresh connection's 1
+/// default; `shm::HEAD_IN`). Page by page, a fresh connection's 1
 /// KiB ping-pong ran every fourth message about 4.5 µs slower until 1 MiB
 /// had gone each way; whole, each end's setup took 1 to 3 ms more in this
 /// VM (a 4-rank MPI allreduce run 15 to 40 ms more), and every connection
