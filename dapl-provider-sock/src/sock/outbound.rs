@@ -191,32 +191,27 @@ fn bell(c: &mut Conn, acks: bool, posted: Option<u64>) {
         Some(now) => m.tx.bell_in_burst(now, || m.judged_at()),
         None => m.tx.bell(|| m.judged_at()),
     };
-    if acks && c.acks_skipped == 0 && (b == shm::Bell::Unsure || (b == shm::Bell::Skipped && !on_progress_thread())) {
+    let unsure = match b {
+        shm::Bell::No => return,
+        shm::Bell::Ring => return shm::ring_bell(c.fd),
+        // The thread has no later pass to look again from: it rings.
+        shm::Bell::Skipped if on_progress_thread() => return shm::ring_bell(c.fd),
+        shm::Bell::Skipped => false,
+        shm::Bell::Unsure => true,
+    };
+    // Left for a later look (`overdue`).
+    if acks && c.acks_skipped == 0 {
         // ACKs leave no bytes to see taken: a look of the reader's since
-        // says it took them (`overdue`).
+        // says it took them.
         c.acks_skipped = clock::ticks().max(1);
     }
-    match b {
-        // The thread has no later pass to look again from: it rings.
-        shm::Bell::Ring => shm::ring_bell(c.fd),
-        shm::Bell::Skipped if on_progress_thread() => shm::ring_bell(c.fd),
-        shm::Bell::Skipped if c.skipped_at == 0 => {
-            c.skipped_head = m.tx.head();
-            c.skipped_tail = m.tx.tail();
-            c.skipped_at = clock::now_ns();
-        }
-        shm::Bell::Skipped => c.skipped_head = m.tx.head(),
-        // No read of the reader's `tail` here (a line it writes): the last
-        // one seen serves as the mark it must pass (`overdue`).
-        shm::Bell::Unsure => {
-            c.unsure = true;
-            c.skipped_head = m.tx.head();
-            if c.skipped_at == 0 {
-                c.skipped_tail = m.tx.seen_tail();
-                c.skipped_at = clock::now_ns();
-            }
-        }
-        shm::Bell::No => {}
+    c.unsure |= unsure;
+    c.skipped_head = m.tx.head();
+    if c.skipped_at == 0 {
+        // Unsure, no read of the reader's `tail` (a line it writes): the
+        // last one seen serves as the mark it must pass.
+        c.skipped_tail = if unsure { m.tx.seen_tail() } else { m.tx.tail() };
+        c.skipped_at = clock::now_ns();
     }
 }
 
