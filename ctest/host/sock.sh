@@ -83,14 +83,14 @@ run_pair() {
 # check_path LABEL PATH FILE...: the provider's log lines in FILEs (run
 # with DAPL_DBG_TYPE=2) name at least one connection, and every one took
 # PATH: "cma yes" / "cma no" (on-node rings, with or without cross-memory
-# attach) or "tcp".
+# attach; both ends agreeing on early wraps) or "tcp".
 check_path() {
     label=$1 path=$2; shift 2
     lines=$(cat "$@" 2>/dev/null | grep -o 'sock: connection [0-9]* (id [0-9]*, [a-z]*): .*')
     n=$(echo "$lines" | grep -c .)
     case $path in
         tcp) good=$(echo "$lines" | grep -c '): tcp$') ;;
-        *) good=$(echo "$lines" | grep -c "): on-node shared memory, $path\$") ;;
+        *) good=$(echo "$lines" | grep -c "): on-node shared memory, $path, early wraps yes\$") ;;
     esac
     # A peer killed during the handshake (conformance peer_killed_rounds)
     # cannot be probed for cross-memory attach: that end says "cma no".

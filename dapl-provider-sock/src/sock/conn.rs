@@ -162,6 +162,8 @@ pub(super) struct Conn {
     /// Both ends take ACKs through the mapping's counter (`shm::Ring::
     /// publish_acks`), not as frames: agreed in the handshake (`F_ACKS`).
     pub(super) ring_acks: bool,
+    /// The peer follows early wraps of the ring we write (`wire::F_PAD`).
+    pub(super) ring_pad: bool,
     /// ACKs taken from the counter that no request could use yet: they
     /// belong behind a READ or atomic still awaiting its response frame.
     pub(super) credits: u64,
@@ -238,6 +240,7 @@ impl Conn {
             cma_in: false,
             cma_out: false,
             ring_acks: false,
+            ring_pad: false,
             credits: 0,
             acks_skipped: 0,
             cma_list: Vec::new(),

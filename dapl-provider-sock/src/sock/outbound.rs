@@ -8,7 +8,7 @@ use super::role::on_progress_thread;
 use super::shm;
 use super::tune;
 use super::qp::{QpInner, Sge, WOp, Wqe};
-use super::wire::{F_ACKS, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, Op};
+use super::wire::{F_ACKS, F_CMA, F_IMM, F_PAD, F_SHM, F_SOLICITED, HDR, Hdr, Op};
 
 /// Picks the next frame to send. false: nothing to send.
 pub(super) fn next_frame(c: &mut Conn) -> bool {
@@ -133,7 +133,7 @@ pub(super) fn add_trailer(frame: &mut Vec<u8>, tr: &[u8]) {
         return;
     }
     let mut h = Hdr::decode(&frame[..HDR]);
-    h.flags |= F_SHM | F_ACKS;
+    h.flags |= F_SHM | F_ACKS | F_PAD;
     h.len += tr.len() as u32;
     let mut head = [0u8; HDR];
     h.encode(&mut head);
@@ -236,6 +236,9 @@ pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge], now:
     let Some(m) = &c.shm else { return false };
     let pre = if ack.is_some() && !c.ring_acks { HDR } else { 0 };
     let need = pre + HDR + w.len as usize;
+    if c.ring_pad {
+        m.tx.wrap_early(need);
+    }
     // Checked before the QP records it: only this engine writes the ring,
     // so the room cannot shrink in between.
     if m.tx.room(need) < need || !q.start_direct(w, sges) {
@@ -321,6 +324,10 @@ pub(super) fn send_frame(c: &mut Conn, more: bool) -> Result<bool, End> {
     }
     if c.shm_out {
         let Some(m) = &c.shm else { return Err(End::Protocol) };
+        if pos == 0 && c.ring_pad {
+            // Between frames: the only place a wrap may go.
+            m.tx.wrap_early(c.out.total as usize);
+        }
         let mut n = 0u64;
         for v in iov {
             // SAFETY: as for sendmsg below: our header, or local segments

@@ -49,7 +49,7 @@ use super::srq::RecvWqe;
 use super::tail;
 use super::tune;
 use super::ud::{self, Path};
-use super::wire::{F_ACKS, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
+use super::wire::{F_ACKS, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_PAD, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
 use std::io;
@@ -764,7 +764,7 @@ impl Progress {
                         // ours goes there once the REP is out.
                         c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
                         if let Some(b) = frame.get_mut(1) {
-                            *b |= F_SHM | if c.cma_in { F_CMA } else { 0 } | if c.ring_acks { F_ACKS } else { 0 };
+                            *b |= F_SHM | if c.cma_in { F_CMA } else { 0 } | if c.ring_acks { F_ACKS } else { 0 } | if c.ring_pad { F_PAD } else { 0 };
                         }
                         c.shm_in = true;
                         c.shm_out_next = true;
@@ -773,10 +773,11 @@ impl Progress {
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(t);
                         watch_in(self.epq, c.fd, t);
-                        log::info!("sock: connection {t} (id {id}, passive): on-node shared memory, cma {}", yes(c.cma_in));
+                        log::info!("sock: connection {t} (id {id}, passive): on-node shared memory, cma {}, early wraps {}", yes(c.cma_in), yes(c.ring_pad));
                     } else if !c.datagram {
                         c.shm = None;
                         c.ring_acks = false;
+                        c.ring_pad = false;
                         log::info!("sock: connection {t} (id {id}, passive): tcp");
                     }
                     c.ctl.push_back(frame);
@@ -1501,6 +1502,7 @@ impl Progress {
             if h.flags & F_DATAGRAM == 0 && c.phase == Phase::AwaitReq {
                 c.shm = shm::accept_trailer(&pdata[at..]);
                 c.ring_acks = h.flags & F_ACKS != 0;
+                c.ring_pad = h.flags & F_PAD != 0;
             }
             pdata.truncate(at);
         }
@@ -1555,6 +1557,7 @@ impl Progress {
                         c.shm_in = true;
                         c.shm_out = true;
                         c.ring_acks = h.flags & F_ACKS != 0;
+                        c.ring_pad = h.flags & F_PAD != 0;
                         c.start = 0;
                         c.end = 0;
                         c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
@@ -1562,7 +1565,7 @@ impl Progress {
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(token);
                         watch_in(self.epq, c.fd, token);
-                        log::info!("sock: connection {token} (id {id}, active): on-node shared memory, cma {}", yes(c.cma_in && c.cma_out));
+                        log::info!("sock: connection {token} (id {id}, active): on-node shared memory, cma {}, early wraps {}", yes(c.cma_in && c.cma_out), yes(c.ring_pad));
                     } else {
                         if h.flags & F_SHM != 0 {
                             return Err(End::Protocol);

@@ -99,6 +99,11 @@ pub const F_CMA: u8 = 32;
 /// both ends do once the REP says so. A peer without it sends ACK frames.
 pub const F_ACKS: u8 = 64;
 
+/// REQ (with F_SHM), REP: the sender's reader follows an early wrap of the
+/// ring it reads (`shm::Ring::wrap_early`); each end wraps the ring it
+/// writes early only once its peer said so.
+pub const F_PAD: u8 = 128;
+
 /// Why a target refused a request; the initiator's completion status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
