@@ -148,7 +148,109 @@ out:
 	pair_close(&p);
 }
 
+/* sends_land_whole: sends of sizes about the on-node provider's switches
+ * (ring, by reference; a large send goes by reference only with others
+ * queued behind it, hence four at a time), each from two segments into a
+ * receive of three lying apart in reverse order of address, arrive whole,
+ * in order and with their length; then a send longer than its receive
+ * fails at both ends and leaves the memory past the receive untouched. */
+#define BIG (1 << 20)
+#define INFLIGHT 4
+
+static void case_sends_land_whole(void)
+{
+	static const size_t sizes[] = { 1, 4095, 65535, 65536, 65537, 300001, BIG - 5 };
+	DAT_EP_ATTR attr = small_attr(2 * INFLIGHT, 4);
+	struct pair p;
+	struct mem src, dst;
+	DAT_DTO_COMPLETION_EVENT_DATA dd;
+	size_t i, k, m;
+	int st;
+
+	if (!pair_setup(&p, 64, &attr) || !pair_connect(&p) ||
+	    !mem_reg(p.ia, p.pz, INFLIGHT * BIG, DAT_MEM_PRIV_ALL_FLAG, &src) ||
+	    !mem_reg(p.ib, p.pzb, 2 * INFLIGHT * BIG, DAT_MEM_PRIV_ALL_FLAG, &dst))
+		goto out;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i], half = n / 3;
+		DAT_LMR_TRIPLET r[INFLIGHT][3];
+		memset(dst.buf, 0, 2 * INFLIGHT * BIG);
+		for (m = 0; m < INFLIGHT; m++) {
+			unsigned char *from = src.buf + m * BIG;
+			size_t base = m * 2 * BIG;
+			for (k = 0; k < n; k++)
+				from[k] = (unsigned char)(k * 7 + i * 5 + m + 1);
+			r[m][0] = triplet(&dst, base + BIG + 64, half + 1);
+			r[m][1] = triplet(&dst, base + 4096, 17);
+			r[m][2] = triplet(&dst, base + 8192, BIG - 8192);
+			DAT_DTO_COOKIE ck = { .as_64 = (DAT_UINT64)m };
+			if (CALL(dat_ep_post_recv(p.b.ep, 3, r[m], ck, DAT_COMPLETION_DEFAULT_FLAG)) != DAT_SUCCESS) {
+				fail("posting receive %zu", m);
+				goto out;
+			}
+		}
+		for (m = 0; m < INFLIGHT; m++) {
+			DAT_LMR_TRIPLET s[2] = { triplet(&src, m * BIG, half), triplet(&src, m * BIG + half, n - half) };
+			DAT_DTO_COOKIE ck = { .as_64 = (DAT_UINT64)m };
+			if (CALL(dat_ep_post_send(p.a.ep, 2, s, ck, DAT_COMPLETION_DEFAULT_FLAG)) != DAT_SUCCESS) {
+				fail("posting %zu-byte send %zu", n, m);
+				goto out;
+			}
+		}
+		for (m = 0; m < INFLIGHT; m++) {
+			if (next_dto(p.a.req, WAIT_US, &dd, "send") != DAT_DTO_SUCCESS)
+				goto out;
+			CHECK_EQ(dd.user_cookie.as_64, m, "send completions in order");
+		}
+		for (m = 0; m < INFLIGHT; m++) {
+			unsigned char *from = src.buf + m * BIG;
+			size_t at = 0, bad = n;
+			if (next_dto(p.b.recv, WAIT_US, &dd, "receive") != DAT_DTO_SUCCESS)
+				goto out;
+			CHECK_EQ(dd.user_cookie.as_64, m, "receive completions in order");
+			CHECK_EQ(dd.transfered_length, n, "received length");
+			for (k = 0; k < 3 && at < n; k++) {
+				size_t take = r[m][k].segment_length < n - at ? r[m][k].segment_length : n - at;
+				unsigned char *d = dst.buf + (r[m][k].virtual_address - dst.addr);
+				size_t j;
+				for (j = 0; j < take; j++)
+					if (d[j] != from[at + j] && bad == n)
+						bad = at + j;
+				at += take;
+			}
+			CHECK(bad == n, "%zu-byte send %zu: byte %zu differs in the receive", n, m, bad);
+			CHECK(dst.buf[m * 2 * BIG + BIG + 64 + half + 1] == 0, "%zu-byte send %zu: written past the first segment",
+			      n, m);
+			g_stats.ops++;
+			g_stats.bytes += n;
+		}
+	}
+	/* 300001 bytes into a receive of 65536: an error at both ends. */
+	{
+		DAT_LMR_TRIPLET r = triplet(&dst, 0, 65536), s = triplet(&src, 0, 300001);
+		DAT_DTO_COOKIE ck = { .as_64 = 99 };
+		memset(dst.buf, 0, 2 * INFLIGHT * BIG);
+		if (CALL(dat_ep_post_recv(p.b.ep, 1, &r, ck, DAT_COMPLETION_DEFAULT_FLAG)) != DAT_SUCCESS ||
+		    CALL(dat_ep_post_send(p.a.ep, 1, &s, ck, DAT_COMPLETION_DEFAULT_FLAG)) != DAT_SUCCESS) {
+			fail("posting the long send");
+			goto out;
+		}
+		st = next_dto(p.b.recv, WAIT_US, &dd, "the short receive");
+		CHECK(st == DAT_DTO_ERR_LOCAL_LENGTH, "a receive too short: %s, expected DAT_DTO_ERR_LOCAL_LENGTH",
+		      st >= 0 ? dto_status_name(st) : "none");
+		st = next_dto(p.a.req, WAIT_US, &dd, "the long send");
+		CHECK(st > 0, "a send longer than its receive: %s, expected an error", st >= 0 ? dto_status_name(st) : "none");
+		for (k = 65536; k < 2 * INFLIGHT * BIG && dst.buf[k] == 0; k++)
+			;
+		CHECK(k == 2 * INFLIGHT * BIG, "a refused send wrote byte %zu, past its receive", k);
+		g_stats.errors++;
+	}
+out:
+	pair_close(&p);
+}
+
 const struct tcase placement_cases[] = {
 	CASE("placement", write_tail_whole, 1),
+	CASE("placement", sends_land_whole, 1),
 };
 const int placement_ncases = sizeof(placement_cases) / sizeof(placement_cases[0]);

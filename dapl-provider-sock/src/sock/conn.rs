@@ -84,6 +84,9 @@ pub(super) enum Then {
     Pull { addr: u64, len: u64, recv: Option<(u64, Option<u32>, bool)> },
     /// A by-reference READ; the initiator's list is in `pdata`.
     Push { addr: u64, len: u64 },
+    /// A by-reference send of `len` bytes into the receive it took (its
+    /// checked segments in `segs`); the initiator's list is in `pdata`.
+    PullSend { wr_id: u64, len: u64, solicited: bool },
 }
 
 pub(super) enum Dest {
@@ -164,6 +167,8 @@ pub(super) struct Conn {
     pub(super) ring_acks: bool,
     /// The peer follows early wraps of the ring we write (`wire::F_PAD`).
     pub(super) ring_pad: bool,
+    /// Our large sends may go by reference (`wire::F_CMA_SENDS`).
+    pub(super) cma_sends: bool,
     /// ACKs taken from the counter that no request could use yet: they
     /// belong behind a READ or atomic still awaiting its response frame.
     pub(super) credits: u64,
@@ -241,6 +246,7 @@ impl Conn {
             cma_out: false,
             ring_acks: false,
             ring_pad: false,
+            cma_sends: false,
             credits: 0,
             acks_skipped: 0,
             cma_list: Vec::new(),

@@ -8,19 +8,32 @@ use super::qp::QpInner;
 use super::shm;
 use super::tail;
 use super::wire::{F_IMM, F_SOLICITED, HDR, Hdr, Nak, Op};
+use dapl_core::backend::CompletionKind;
+use dat_abi::{DAT_DTO_ERR_LOCAL_LENGTH, DAT_DTO_ERR_LOCAL_PROTECTION};
 use std::sync::Arc;
 
 pub(super) fn remote_ok(qp: &QpInner, rkey: u32, addr: u64, len: u64, need: u32) -> bool {
     keys::lookup_remote(rkey).is_some_and(|r| (r.qp == 0 || r.qp == qp.num) && r.allows(addr, len, need, qp.pd))
 }
 
-/// A by-reference RDMA request (on-node, cross-memory attach): the rkey is
-/// checked for the data's length (`a`) here; the payload is the
-/// initiator's segment list, and the bytes move once it has arrived.
+/// A by-reference RDMA request or send (on-node, cross-memory attach): the
+/// rkey, or the receive, is checked for the data's length (`a`) here; the
+/// payload is the initiator's segment list, and the bytes move once it has
+/// arrived.
 pub(super) fn by_reference(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr) -> Result<(), End> {
     let len = h.len as u64;
     if !c.cma_in || len % 16 != 0 || len > 16 * super::device::MAX_SGE as u64 || h.a > super::device::MAX_MSG as u64 {
         return Err(End::Protocol);
+    }
+    if op == Op::Send {
+        // Into the receive it takes, as an inline send's payload would go.
+        if !recv_segs(c, qp, h, h.a, len)? {
+            return Ok(());
+        }
+        let then = Then::PullSend { wr_id: c.wqe.wr_id, len: h.a, solicited: h.flags & F_SOLICITED != 0 };
+        c.pdata.clear();
+        c.set_payload(len, Dest::Pdata, then);
+        return Ok(());
     }
     let need = if op == Op::ReadReq { keys::REMOTE_READ } else { keys::REMOTE_WRITE };
     if !remote_ok(qp, h.rkey, h.addr, h.a, need) {
@@ -41,6 +54,41 @@ pub(super) fn by_reference(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr) -> R
     c.pdata.clear();
     c.set_payload(len, Dest::Pdata, then);
     Ok(())
+}
+
+/// Takes the receive for a message of `len` bytes into `c.wqe` and its
+/// segments, checked against their keys, into `c.segs`; true: placed.
+/// false: none is posted (the frame, `h`, waits for one), or the message
+/// is refused (a segment the receiver may not write, or too little room:
+/// the receiver's error and the sender's, both QPs fail, and the frame's
+/// `frame_len` payload bytes are dropped).
+pub(super) fn recv_segs(c: &mut Conn, qp: &QpInner, h: Hdr, len: u64, frame_len: u64) -> Result<bool, End> {
+    if !qp.take_recv(&mut c.wqe) {
+        c.inp = InState::Stalled(h);
+        return Ok(false);
+    }
+    c.segs.clear();
+    let mut room = 0u64;
+    let mut prot = false;
+    for g in &c.wqe.sges {
+        if g.len == 0 {
+            continue;
+        }
+        if c.keys.allows(g.key, g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) {
+            c.segs.push((g.addr, g.len as u64));
+        } else {
+            prot = true;
+        }
+        room += g.len as u64;
+    }
+    if prot || len > room {
+        let (mine, theirs) = if prot { (DAT_DTO_ERR_LOCAL_PROTECTION, Nak::RemoteOp) } else { (DAT_DTO_ERR_LOCAL_LENGTH, Nak::InvalidRequest) };
+        qp.complete_recv(c.wqe.wr_id, mine, CompletionKind::Recv, 0, None, 0, false);
+        refuse(c, frame_len, theirs)?;
+        qp.fail();
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// The destination of an inline RDMA write of `len` bytes at `addr`

@@ -38,7 +38,7 @@ use super::clock;
 use super::cm::{self, Ev, IdInfo, IdState};
 use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
 use super::device::{Engine, Shared, lock};
-use super::inbound::{by_reference, fill, refuse, remote_ok, scatter, take_payload, write_segs};
+use super::inbound::{by_reference, fill, recv_segs, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
 use super::outbound::{add_trailer, direct_send, next_frame, publish_acks, send_frame};
 use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
@@ -49,7 +49,7 @@ use super::srq::RecvWqe;
 use super::tail;
 use super::tune;
 use super::ud::{self, Path};
-use super::wire::{F_ACKS, F_CONSUMER, F_DATAGRAM, F_CMA, F_IMM, F_PAD, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
+use super::wire::{F_ACKS, F_CONSUMER, F_DATAGRAM, F_CMA, F_CMA_SENDS, F_IMM, F_PAD, F_SHM, F_SOLICITED, HDR, Hdr, MAGIC, MAX_CM_PDATA, Nak, Op};
 use dapl_core::backend::{CmEventKind, CompletionKind};
 use dat_abi::*;
 use std::io;
@@ -764,7 +764,7 @@ impl Progress {
                         // ours goes there once the REP is out.
                         c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
                         if let Some(b) = frame.get_mut(1) {
-                            *b |= F_SHM | if c.cma_in { F_CMA } else { 0 } | if c.ring_acks { F_ACKS } else { 0 } | if c.ring_pad { F_PAD } else { 0 };
+                            *b |= F_SHM | if c.cma_in { F_CMA | F_CMA_SENDS } else { 0 } | if c.ring_acks { F_ACKS } else { 0 } | if c.ring_pad { F_PAD } else { 0 };
                         }
                         c.shm_in = true;
                         c.shm_out_next = true;
@@ -803,7 +803,7 @@ impl Progress {
                 if c.phase == Phase::Held && c.active {
                     let mut rtu = Hdr::new(Op::Rtu);
                     if c.cma_in {
-                        rtu.flags |= F_CMA;
+                        rtu.flags |= F_CMA | F_CMA_SENDS;
                     }
                     c.ctl.push_back(rtu.frame(&[]));
                     c.phase = Phase::Open;
@@ -1188,6 +1188,9 @@ impl Progress {
             if let InState::Payload { then: Then::Pull { recv: Some((wr_id, ..)), .. }, .. } = c.inp {
                 q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::RecvRdmaWithImm, 0, None, 0, false);
             }
+            if let InState::Payload { then: Then::PullSend { wr_id, .. }, .. } = c.inp {
+                q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::Recv, 0, None, 0, false);
+            }
         }
         if c.fd >= 0 {
             // SAFETY: the connection's socket, closed once (epoll forgets it).
@@ -1471,6 +1474,28 @@ impl Progress {
                     }
                 }
             }
+            Then::PullSend { wr_id, len, solicited } => {
+                let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
+                let ok = shm::pull_into(pid, &c.segs, len, &c.pdata);
+                c.pdata.clear();
+                let q = c.live_qp().cloned();
+                if ok {
+                    if let Some(q) = &q {
+                        q.complete_recv(wr_id, DAT_DTO_SUCCESS, CompletionKind::Recv, len as u32, None, 0, solicited);
+                    }
+                    c.ack();
+                } else {
+                    // As for a by-reference WRITE: the initiator's error.
+                    if let Some(q) = &q {
+                        q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::Recv, 0, None, 0, false);
+                    }
+                    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
+                    c.refused = true;
+                    if let Some(q) = q {
+                        q.fail();
+                    }
+                }
+            }
             Then::Push { addr, len } => {
                 let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
                 let ok = shm::push_to(pid, addr, len, &c.pdata);
@@ -1562,6 +1587,7 @@ impl Progress {
                         c.end = 0;
                         c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
                         c.cma_out = shm::cma_enabled() && c.cma_in && h.flags & F_CMA != 0;
+                        c.cma_sends = c.cma_out && h.flags & F_CMA_SENDS != 0;
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(token);
                         watch_in(self.epq, c.fd, token);
@@ -1593,6 +1619,7 @@ impl Progress {
                 c.established = true;
                 // Our requests go by reference from now on if the peer reaches us.
                 c.cma_out = c.cma_in && h.flags & F_CMA != 0;
+                c.cma_sends = c.cma_out && h.flags & F_CMA_SENDS != 0;
                 let id = c.id;
                 self.post(CmEventKind::Established, id, Vec::new(), None);
             }
@@ -1658,7 +1685,7 @@ impl Progress {
 
 /// A data frame's header, for the live QP `qp` of its connection.
 fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<(), End> {
-    if h.flags & F_CMA != 0 && matches!(op, Op::Write | Op::WriteImm | Op::ReadReq) {
+    if h.flags & F_CMA != 0 && matches!(op, Op::Send | Op::Write | Op::WriteImm | Op::ReadReq) {
         return by_reference(c, qp, op, h);
     }
     match op {
@@ -1666,42 +1693,19 @@ fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<
             if op == Op::WriteImm && !remote_ok(qp, h.rkey, h.addr, len, keys::REMOTE_WRITE) {
                 return refuse(c, len, Nak::RemoteAccess);
             }
-            if !qp.take_recv(&mut c.wqe) {
-                c.inp = InState::Stalled(h);
-                return Ok(());
-            }
             let imm = (h.flags & F_IMM != 0).then_some(h.imm);
             let solicited = h.flags & F_SOLICITED != 0;
             if op == Op::WriteImm {
+                if !qp.take_recv(&mut c.wqe) {
+                    c.inp = InState::Stalled(h);
+                    return Ok(());
+                }
                 write_segs(c, h.addr, len);
                 let then = Then::Recv { wr_id: c.wqe.wr_id, len: h.len, imm, kind: CompletionKind::RecvRdmaWithImm, solicited };
                 c.set_payload(len, Dest::Segs, then);
                 return Ok(());
             }
-            c.segs.clear();
-            let mut room = 0u64;
-            let mut prot = false;
-            for g in &c.wqe.sges {
-                if g.len == 0 {
-                    continue;
-                }
-                if c.keys.allows(g.key, g.addr, g.len as u64, keys::LOCAL_WRITE, qp.pd) {
-                    c.segs.push((g.addr, g.len as u64));
-                } else {
-                    prot = true;
-                }
-                room += g.len as u64;
-            }
-            if prot || len > room {
-                // The receiver's error, and the sender's: both QPs fail.
-                let (mine, theirs) = if prot {
-                    (DAT_DTO_ERR_LOCAL_PROTECTION, Nak::RemoteOp)
-                } else {
-                    (DAT_DTO_ERR_LOCAL_LENGTH, Nak::InvalidRequest)
-                };
-                qp.complete_recv(c.wqe.wr_id, mine, CompletionKind::Recv, 0, None, 0, false);
-                refuse(c, len, theirs)?;
-                qp.fail();
+            if !recv_segs(c, qp, h, len, len)? {
                 return Ok(());
             }
             // Read whole already (a short message is), or whole in the

@@ -96,17 +96,60 @@ fn iovs_of(list: &[u8], out: &mut [libc::iovec; 64]) -> Option<usize> {
     Some(list.len() / 16)
 }
 
+const NO_IOV: libc::iovec = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+
+/// The initiator's list of a by-reference request (`what`) into `out`,
+/// checked to name `len` bytes in all; how many segments.
+fn remote_list(list: &[u8], len: u64, out: &mut [libc::iovec; 64], what: &str) -> Option<usize> {
+    let k = iovs_of(list, out)?;
+    let sum = out[..k].iter().map(|v| v.iov_len as u64).sum::<u64>();
+    if sum != len {
+        log::debug!("sock: by-reference {what} of {len} bytes names {sum} bytes in {k} segments");
+        return None;
+    }
+    Some(k)
+}
+
+/// The target of a by-reference send: pulls `len` bytes from the
+/// initiator's segments (`list`) into `segs`, the receive's (checked by
+/// the caller against their keys, at least `len` bytes in all), in order.
+/// true: all of them arrived.
+pub fn pull_into(pid: i32, segs: &[(u64, u64)], len: u64, list: &[u8]) -> bool {
+    let mut remote = [NO_IOV; 64];
+    let Some(k) = remote_list(list, len, &mut remote, "send") else { return false };
+    let mut local = [NO_IOV; 64];
+    let (mut n, mut left) = (0, len);
+    for &(a, l) in segs {
+        if left == 0 {
+            break;
+        }
+        let Some(v) = local.get_mut(n) else { return false };
+        *v = libc::iovec { iov_base: a as *mut libc::c_void, iov_len: l.min(left) as usize };
+        left -= l.min(left);
+        n += 1;
+    }
+    if left != 0 {
+        return false;
+    }
+    if len == 0 {
+        return true;
+    }
+    // SAFETY: writes only the receive's segments (checked by the caller),
+    // `len` bytes of them, and reads the peer.
+    let got = unsafe { libc::process_vm_readv(pid, local.as_ptr(), n as libc::c_ulong, remote.as_ptr(), k as libc::c_ulong, 0) };
+    if got < 0 || got as u64 != len {
+        log::debug!("sock: process_vm_readv from pid {pid}, {k} segments into {n}, {len} bytes: {got} ({})", io::Error::last_os_error());
+        return false;
+    }
+    true
+}
+
 /// The target of a by-reference RDMA write: pulls `len` bytes from the
 /// initiator's segments (`list`) into our range at `addr`, which the
 /// caller checked against the rkey. true: all of them arrived.
 pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
-    let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
-    let Some(k) = iovs_of(list, &mut remote) else { return false };
-    let sum = remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>();
-    if sum != len {
-        log::debug!("sock: by-reference write of {len} bytes names {sum} bytes in {k} segments");
-        return false;
-    }
+    let mut remote = [NO_IOV; 64];
+    let Some(k) = remote_list(list, len, &mut remote, "write") else { return false };
     if len == 0 {
         return true;
     }
@@ -133,13 +176,8 @@ pub fn pull(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
 /// The target of a by-reference RDMA read: pushes our range at `addr`
 /// (checked against the rkey) into the initiator's segments (`list`).
 pub fn push_to(pid: i32, addr: u64, len: u64, list: &[u8]) -> bool {
-    let mut remote = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 64];
-    let Some(k) = iovs_of(list, &mut remote) else { return false };
-    let sum = remote[..k].iter().map(|v| v.iov_len as u64).sum::<u64>();
-    if sum != len {
-        log::debug!("sock: by-reference read of {len} bytes names {sum} bytes in {k} segments");
-        return false;
-    }
+    let mut remote = [NO_IOV; 64];
+    let Some(k) = remote_list(list, len, &mut remote, "read") else { return false };
     if len == 0 {
         return true;
     }

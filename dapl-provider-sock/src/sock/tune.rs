@@ -24,6 +24,14 @@ pub fn cma_min() -> u64 {
     read(&V, "DAPL_SOCK_CMA_MIN", 8192)
 }
 
+/// The smallest on-node send whose payload the receiver pulls by
+/// reference into its receive (`DAPL_SOCK_CMA_SEND_MIN`, bytes): one copy
+/// instead of two through the ring.
+pub fn cma_send_min() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    read(&V, "DAPL_SOCK_CMA_SEND_MIN", 65536)
+}
+
 /// Whether an on-node connection's mapping is faulted in whole when it is
 /// set up (`DAPL_SOCK_PREFAULT=1`), rather than its control page and the
 /// heads of its rings only, the rest page by page as first used (0, the

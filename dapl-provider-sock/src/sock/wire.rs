@@ -84,6 +84,10 @@ pub const F_IMM: u8 = 2;
 pub const F_DATAGRAM: u8 = 4;
 /// REJ: the peer's consumer refused (its private data follows).
 pub const F_CONSUMER: u8 = 8;
+/// REP, RTU, beside F_CMA (the bit is F_CONSUMER's, which only a REJ
+/// carries): the peer's sends may go by reference too, pulled by the
+/// sender of this frame straight into the receive they take.
+pub const F_CMA_SENDS: u8 = 8;
 /// REQ: the last `shm::TRAILER` payload bytes are the requester's host
 /// identity and the name of its shared mapping (not private data). REP:
 /// the passive end took the mapping; both ends switch to it.
