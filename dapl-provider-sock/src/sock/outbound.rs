@@ -99,8 +99,8 @@ pub(super) fn publish_acks(c: &mut Conn) {
 /// initiator, is half the work of two copies through the ring (a stream
 /// of 4 MiB sends, on-node: 6.6 to 8.4 GB/s through the ring, 15.4 to
 /// 16.1 by reference), but a lone send through the ring is read while it
-/// is written (a ping-pong of 1 MiB: 84 µs through the ring, 128 to 141
-/// by reference).
+/// is written (a ping-pong of 1 MiB: 84 to 86 µs through the ring, 127
+/// to 141 by reference).
 fn by_reference(c: &Conn, w: &Wqe) -> bool {
     match w.op {
         WOp::Write | WOp::WriteImm | WOp::Read => c.cma_out && w.len >= tune::cma_min(),
