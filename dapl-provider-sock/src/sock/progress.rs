@@ -1454,47 +1454,12 @@ impl Progress {
             Then::Pull { addr, len, recv } => {
                 let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
                 let ok = shm::pull(pid, addr, len, &c.pdata);
-                c.pdata.clear();
-                let q = c.live_qp().cloned();
-                if ok {
-                    if let (Some((wr_id, imm, solicited)), Some(q)) = (recv, &q) {
-                        q.complete_recv(wr_id, DAT_DTO_SUCCESS, CompletionKind::RecvRdmaWithImm, len as u32, imm, 0, solicited);
-                    }
-                    c.ack();
-                } else {
-                    // The initiator's own segments failed it: its protection
-                    // error; both QPs fail, as when a message does not fit.
-                    if let (Some((wr_id, ..)), Some(q)) = (recv, &q) {
-                        q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::RecvRdmaWithImm, 0, None, 0, false);
-                    }
-                    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
-                    c.refused = true;
-                    if let Some(q) = q {
-                        q.fail();
-                    }
-                }
+                pulled(c, ok, len, recv.map(|(wr_id, imm, solicited)| (wr_id, imm, solicited, CompletionKind::RecvRdmaWithImm)));
             }
             Then::PullSend { wr_id, len, solicited } => {
                 let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
                 let ok = shm::pull_into(pid, &c.segs, len, &c.pdata);
-                c.pdata.clear();
-                let q = c.live_qp().cloned();
-                if ok {
-                    if let Some(q) = &q {
-                        q.complete_recv(wr_id, DAT_DTO_SUCCESS, CompletionKind::Recv, len as u32, None, 0, solicited);
-                    }
-                    c.ack();
-                } else {
-                    // As for a by-reference WRITE: the initiator's error.
-                    if let Some(q) = &q {
-                        q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, CompletionKind::Recv, 0, None, 0, false);
-                    }
-                    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
-                    c.refused = true;
-                    if let Some(q) = q {
-                        q.fail();
-                    }
-                }
+                pulled(c, ok, len, Some((wr_id, None, solicited, CompletionKind::Recv)));
             }
             Then::Push { addr, len } => {
                 let pid = c.shm.as_ref().map_or(0, |m| m.peer_pid);
@@ -1684,6 +1649,31 @@ impl Progress {
 }
 
 /// A data frame's header, for the live QP `qp` of its connection.
+/// The end of a by-reference WRITE or send: `ok` if its `len` bytes were
+/// pulled; `recv`, the receive it completes (wr_id, immediate data,
+/// solicited, kind).
+fn pulled(c: &mut Conn, ok: bool, len: u64, recv: Option<(u64, Option<u32>, bool, CompletionKind)>) {
+    c.pdata.clear();
+    let q = c.live_qp().cloned();
+    if ok {
+        if let (Some((wr_id, imm, solicited, kind)), Some(q)) = (recv, &q) {
+            q.complete_recv(wr_id, DAT_DTO_SUCCESS, kind, len as u32, imm, 0, solicited);
+        }
+        c.ack();
+        return;
+    }
+    // The initiator's own segments failed it: its protection error; both
+    // QPs fail, as when a message does not fit.
+    if let (Some((wr_id, _, _, kind)), Some(q)) = (recv, &q) {
+        q.complete_recv(wr_id, DAT_DTO_ERR_FLUSHED, kind, 0, None, 0, false);
+    }
+    c.resp.push_back(Resp::Nak(Nak::LocalProt as u8));
+    c.refused = true;
+    if let Some(q) = q {
+        q.fail();
+    }
+}
+
 fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<(), End> {
     if h.flags & F_CMA != 0 && matches!(op, Op::Send | Op::Write | Op::WriteImm | Op::ReadReq) {
         return by_reference(c, qp, op, h);
