@@ -149,8 +149,8 @@ out:
 }
 
 /* sends_land_whole: sends of sizes about the on-node provider's switches
- * (ring, by reference; a large send goes by reference only with others
- * queued behind it, hence four at a time), each from two segments into a
+ * (ring, by reference; a large send goes by reference only in a stream,
+ * hence four at a time), each from two segments into a
  * receive of three lying apart in reverse order of address, arrive whole,
  * in order and with their length; then a send longer than its receive
  * fails at both ends and leaves the memory past the receive untouched. */
@@ -198,15 +198,23 @@ static void case_sends_land_whole(void)
 			}
 		}
 		for (m = 0; m < INFLIGHT; m++) {
-			if (next_dto(p.a.req, WAIT_US, &dd, "send") != DAT_DTO_SUCCESS)
+			st = next_dto(p.a.req, WAIT_US, &dd, "send");
+			if (st != DAT_DTO_SUCCESS) {
+				if (st >= 0)
+					fail("%zu-byte send %zu: %s", n, m, dto_status_name(st));
 				goto out;
+			}
 			CHECK_EQ(dd.user_cookie.as_64, m, "send completions in order");
 		}
 		for (m = 0; m < INFLIGHT; m++) {
 			unsigned char *from = src.buf + m * BIG;
 			size_t at = 0, bad = n;
-			if (next_dto(p.b.recv, WAIT_US, &dd, "receive") != DAT_DTO_SUCCESS)
+			st = next_dto(p.b.recv, WAIT_US, &dd, "receive");
+			if (st != DAT_DTO_SUCCESS) {
+				if (st >= 0)
+					fail("%zu-byte send %zu, its receive: %s", n, m, dto_status_name(st));
 				goto out;
+			}
 			CHECK_EQ(dd.user_cookie.as_64, m, "receive completions in order");
 			CHECK_EQ(dd.transfered_length, n, "received length");
 			for (k = 0; k < 3 && at < n; k++) {
