@@ -411,7 +411,7 @@ static int echo_once(struct client *c, unsigned seed, const char *what)
 	}
 	CHECK_RC(dat_ep_post_recv(c->ep, 1, &rt, rk, 0), DAT_SUCCESS, "%s: dat_ep_post_recv", what);
 	CHECK_RC(dat_ep_post_send(c->ep, 1, &st, sk, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "%s: dat_ep_post_send", what);
-	if (next_dto(c->req, WAIT_US, &d, what) != DAT_DTO_SUCCESS || next_dto(c->recv, WAIT_US, &d, what) != DAT_DTO_SUCCESS)
+	if (!want_dto(c->req, WAIT_US, &d, what) || !want_dto(c->recv, WAIT_US, &d, what))
 		return 0;
 	CHECK_EQ(d.user_cookie.as_64, 2000 + seed, "echo receive cookie");
 	CHECK_EQ(d.transfered_length, MSG, "echo length");
@@ -653,9 +653,7 @@ static void case_recv_overrun(void)
 		CHECK_RC(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "send %d", i);
 		if (i == posted)
 			break;
-		if (next_dto(p.a.req, WAIT_US, &d, "send") != DAT_DTO_SUCCESS)
-			goto out;
-		if (next_dto(p.b.recv, WAIT_US, &d, "receive") != DAT_DTO_SUCCESS)
+		if (!want_dto(p.a.req, WAIT_US, &d, "send") || !want_dto(p.b.recv, WAIT_US, &d, "receive"))
 			goto out;
 		CHECK_EQ(d.user_cookie.as_64, (uint64_t)(i + 1), "receive cookie (order)");
 		CHECK(memcmp(mr.buf + (size_t)i * 256, ms.buf + (size_t)i * 256, 256) == 0, "receive %d: wrong data", i);

@@ -273,6 +273,16 @@ int next_dto(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_DTO_COMPLETION_EVENT_DATA *
 	return (int)out->status;
 }
 
+int want_dto(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_DTO_COMPLETION_EVENT_DATA *out, const char *what)
+{
+	int st = next_dto(evd, us, out, what);
+
+	/* below 0: no completion, reported already; DAT_DTO_SUCCESS is 0 */
+	if (st > 0)
+		fail("%s: completed with %s", what, dto_status_name(st));
+	return st == DAT_DTO_SUCCESS;
+}
+
 DAT_EP_ATTR small_attr(DAT_COUNT dtos, DAT_COUNT iov)
 {
 	DAT_EP_ATTR a;

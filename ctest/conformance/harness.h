@@ -134,6 +134,9 @@ int expect_ev(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_EVENT_NUMBER want, DAT_EVE
 void expect_quiet(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, const char *what);
 /* The next DTO completion (status returned, -1 after a reported failure). */
 int next_dto(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_DTO_COMPLETION_EVENT_DATA *out, const char *what);
+/* The next DTO completion, which must have succeeded: 1 if it did, else 0
+ * with a failure reported that names `what` and the status. */
+int want_dto(DAT_EVD_HANDLE evd, DAT_TIMEOUT us, DAT_DTO_COMPLETION_EVENT_DATA *out, const char *what);
 
 /* Two EPs connected to each other: A connects to B's IA's address, B is
  * accepted from the PSP's CR. Both on one IA (pair_setup), or B on a second
