@@ -203,7 +203,7 @@ pub(super) fn request_header(w: &Wqe) -> Hdr {
 fn bell(c: &mut Conn, acks: bool, posted: Option<u64>) {
     let Some(m) = &c.shm else { return };
     let b = match posted {
-        Some(now) => m.tx.bell_in_burst(now, || m.judged_at()),
+        Some(now) => m.tx.bell_in_burst(now, || m.judged_at_from(now)),
         None => m.tx.bell(|| m.judged_at()),
     };
     let unsure = match b {
