@@ -1325,7 +1325,7 @@ impl Progress {
         let mut r = Ok(());
         while taken < 256 && matches!(c.inp, InState::Hdr) {
             let Some(m) = &c.shm else { break };
-            let avail = m.rx.available();
+            let mut avail = m.rx.readable(HDR);
             if avail < HDR {
                 break;
             }
@@ -1338,6 +1338,9 @@ impl Progress {
                     Hdr::decode(&x)
                 }
             };
+            if avail - HDR < h.len as usize {
+                avail = m.rx.available();
+            }
             if h.op != Op::Send as u8 || h.flags & F_CMA != 0 || avail - HDR < h.len as usize {
                 break;
             }
@@ -1708,7 +1711,7 @@ fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<
                 c.start += len as usize;
                 true
             } else if let (true, true, Some(m)) = (c.start == c.end, c.shm_in, &c.shm) {
-                let ringed = m.rx.available() as u64 >= len;
+                let ringed = m.rx.readable(len as usize) as u64 >= len;
                 if ringed {
                     let (a, b) = m.rx.parts(0, len as usize);
                     scatter(&c.segs, 0, a);
