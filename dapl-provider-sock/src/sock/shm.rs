@@ -1449,6 +1449,40 @@ mod tests {
     }
 
     #[test]
+    fn frames_are_taken_against_the_end_last_seen_until_more_is_wanted() {
+        let t = ring(4 * WRAP_AT);
+        let r = &t.ring;
+        let first = frame(0, 100);
+        assert_eq!(push(r, &first), 100);
+        assert_eq!(r.known(), 0, "nothing seen before a look");
+        assert_eq!(r.available(), 100);
+        assert_eq!(push(r, &frame(1, 50)), 50);
+        // Known without a look at head: the 50 bytes since stay unseen.
+        assert_eq!(r.known(), 100);
+        assert_eq!(r.readable(80), 100);
+        let (a, b) = r.parts(0, 100);
+        assert_eq!((a, b), (&first[..], &[][..]));
+        r.skip(60);
+        assert_eq!(r.known(), 40);
+        // Wanting more than is known looks again.
+        assert_eq!(r.readable(41), 90);
+        assert_eq!(r.known(), 90);
+        assert_eq!(pop(r, 90).len(), 90);
+        assert_eq!(r.known(), 0);
+        // An early wrap: the end seen stops at it, and a look moves past it.
+        let big = frame(2, WRAP_AT + 10);
+        assert_eq!(push(r, &big), big.len());
+        assert_eq!(pop(r, big.len() - 100).len(), big.len() - 100);
+        r.wrap_early(64);
+        assert_eq!(push(r, &frame(3, 64)), 64);
+        assert_eq!(r.readable(1), 100, "read past the wrap's start");
+        r.skip(100);
+        assert_eq!(r.known(), 0);
+        assert_eq!(r.readable(64), 64);
+        assert_eq!(pop(r, 64), frame(3, 64));
+    }
+
+    #[test]
     fn threads_move_a_stream_across_early_wraps() {
         let t = ring(2 * WRAP_AT);
         let r: &'static Ring = Box::leak(Box::new(t)).ring_ref();
