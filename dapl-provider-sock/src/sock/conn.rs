@@ -167,8 +167,10 @@ pub(super) struct Conn {
     pub(super) ring_acks: bool,
     /// The peer follows early wraps of the ring we write (`wire::F_PAD`).
     pub(super) ring_pad: bool,
-    /// Our large sends may go by reference (`wire::F_CMA_SENDS`).
-    pub(super) cma_sends: bool,
+    /// The smallest of our sends that may go by reference
+    /// (`tune::cma_send_min`, once both ends agreed on `wire::F_CMA_SENDS`;
+    /// u64::MAX until then): read once here, not at every post.
+    pub(super) send_ref_min: u64,
     /// ACKs taken from the counter that no request could use yet: they
     /// belong behind a READ or atomic still awaiting its response frame.
     pub(super) credits: u64,
@@ -246,7 +248,7 @@ impl Conn {
             cma_out: false,
             ring_acks: false,
             ring_pad: false,
-            cma_sends: false,
+            send_ref_min: u64::MAX,
             credits: 0,
             acks_skipped: 0,
             cma_list: Vec::new(),

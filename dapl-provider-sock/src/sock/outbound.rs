@@ -105,7 +105,7 @@ pub(super) fn publish_acks(c: &mut Conn) {
 fn by_reference(c: &Conn, w: &Wqe) -> bool {
     match w.op {
         WOp::Write | WOp::WriteImm | WOp::Read => c.cma_out && w.len >= tune::cma_min(),
-        WOp::Send if c.cma_sends && w.len >= tune::cma_send_min() => {
+        WOp::Send if w.len >= c.send_ref_min => {
             let queued = c.qp.as_ref().is_some_and(|q| q.unsent.load(std::sync::atomic::Ordering::Acquire) > 0);
             // The reader's `tail` is read only for a large send.
             queued || c.shm.as_ref().is_some_and(|m| m.tx.tail() != m.tx.head())
@@ -210,7 +210,9 @@ fn bell(c: &mut Conn, acks: bool, posted: Option<u64>) {
         shm::Bell::No => return,
         shm::Bell::Ring => return shm::ring_bell(c.fd),
         // The thread has no later pass to look again from: it rings.
-        shm::Bell::Skipped if on_progress_thread() => return shm::ring_bell(c.fd),
+        // (A post is never the thread's: no thread-local lookup, a call
+        // into the dynamic loader's TLS code, 31 instructions, for it.)
+        shm::Bell::Skipped if posted.is_none() && on_progress_thread() => return shm::ring_bell(c.fd),
         shm::Bell::Skipped => false,
         shm::Bell::Unsure => true,
     };

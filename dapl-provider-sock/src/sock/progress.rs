@@ -1555,7 +1555,7 @@ impl Progress {
                         c.end = 0;
                         c.cma_in = shm::cma_enabled() && c.shm.as_mut().is_some_and(|m| m.probe_peer());
                         c.cma_out = shm::cma_enabled() && c.cma_in && h.flags & F_CMA != 0;
-                        c.cma_sends = c.cma_out && h.flags & F_CMA_SENDS != 0;
+                        c.send_ref_min = send_ref_min(c.cma_out, h.flags);
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(token);
                         watch_in(self.epq, c.fd, token);
@@ -1587,7 +1587,7 @@ impl Progress {
                 c.established = true;
                 // Our requests go by reference from now on if the peer reaches us.
                 c.cma_out = c.cma_in && h.flags & F_CMA != 0;
-                c.cma_sends = c.cma_out && h.flags & F_CMA_SENDS != 0;
+                c.send_ref_min = send_ref_min(c.cma_out, h.flags);
                 let id = c.id;
                 self.post(CmEventKind::Established, id, Vec::new(), None);
             }
@@ -1816,6 +1816,12 @@ fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<
         _ => return Err(End::Protocol),
     }
     Ok(())
+}
+
+/// `Conn::send_ref_min` for a connection whose requests go by reference
+/// (`cma_out`) or not, after a handshake frame with `flags`.
+fn send_ref_min(cma_out: bool, flags: u8) -> u64 {
+    if cma_out && flags & F_CMA_SENDS != 0 { tune::cma_send_min() } else { u64::MAX }
 }
 
 /// A doorbell we skipped whose bytes the peer has still not taken after
