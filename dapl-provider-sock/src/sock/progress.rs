@@ -1651,7 +1651,6 @@ impl Progress {
     }
 }
 
-/// A data frame's header, for the live QP `qp` of its connection.
 /// The end of a by-reference WRITE or send: `ok` if its `len` bytes were
 /// pulled; `recv`, the receive it completes (wr_id, immediate data,
 /// solicited, kind).
@@ -1677,6 +1676,7 @@ fn pulled(c: &mut Conn, ok: bool, len: u64, recv: Option<(u64, Option<u32>, bool
     }
 }
 
+/// A data frame's header, for the live QP `qp` of its connection.
 fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<(), End> {
     if h.flags & F_CMA != 0 && matches!(op, Op::Send | Op::Write | Op::WriteImm | Op::ReadReq) {
         return by_reference(c, qp, op, h);
