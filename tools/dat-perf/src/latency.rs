@@ -1,8 +1,9 @@
 //! Ping-pong and read latency. Every iteration is timed from the previous
 //! one's, so posting, reaping and reposting are all in the figure. The
-//! clock is read, and a ping-pong's receive reposted, right after the post,
-//! while the message flies: before it, they delayed every message (the
-//! clock about 20 ns, the repost about 250 instructions a side on-node).
+//! clock is read, a ping-pong's receive reposted and the progress line
+//! ticked right after the post, while the message flies: before it, they
+//! delayed every message (the clock about 20 ns, the repost about 250
+//! instructions a side on-node).
 //! The last sample, after the last answer, holds no post: one in the run.
 
 use crate::args::Test;
@@ -67,12 +68,12 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
                 s.post_send(size, Post::EACH)?;
                 stamps.push(Instant::now());
                 s.top_up()?;
+                progress.tick(i);
                 while s.rx_done() < i + 1 {
                     if s.next_data()? == Kind::SendData {
                         done += 1;
                     }
                 }
-                progress.tick(i + 1);
             }
             stamps.push(Instant::now());
             reap(s, Kind::SendData, &mut done, n)?;
@@ -84,8 +85,8 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
                 s.buf().set(src, marker(i));
                 s.post_write(size, Post::EACH)?;
                 stamps.push(Instant::now());
+                progress.tick(i);
                 done += await_marker(s, size, marker(i))?;
-                progress.tick(i + 1);
             }
             stamps.push(Instant::now());
             reap(s, Kind::Write, &mut done, n)?;
@@ -94,8 +95,8 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
             for i in 0..n {
                 s.post_read(size, Post::EACH)?;
                 stamps.push(Instant::now());
+                progress.tick(i);
                 reap(s, Kind::Read, &mut done, i + 1)?;
-                progress.tick(i + 1);
             }
             stamps.push(Instant::now());
         }
