@@ -1897,13 +1897,13 @@ fn settle_unsure(c: &mut Conn) -> bool {
 }
 
 /// `overdue` for ACKs published to the counter: they are taken once the
-/// reader looked since (its passes take them), else rung for at the same
-/// time as bytes.
+/// reader looked since (its passes take them), else rung for after
+/// `shm::ACK_OVERDUE_NS` (at once when we go quiet).
 fn overdue_acks(c: &mut Conn, now: u64) {
     let Some(m) = &c.shm else { return };
     if m.tx.looked_since(c.acks_skipped) {
         c.acks_skipped = 0;
-    } else if now == u64::MAX || (now.saturating_sub(clock::ns_of(c.acks_skipped)) >= shm::OVERDUE_NS && !m.tx.looked_within(m.judged_at())) {
+    } else if now == u64::MAX || (now.saturating_sub(clock::ns_of(c.acks_skipped)) >= shm::ACK_OVERDUE_NS && !m.tx.looked_within(m.judged_at())) {
         c.acks_skipped = 0;
         shm::ring_bell(c.fd);
     }
@@ -2232,6 +2232,33 @@ mod tests {
         assert_eq!(unsafe { b.rx.pop(sink.as_mut_ptr(), 64) }, 48);
         overdue(&mut c, u64::MAX);
         assert_eq!((waiting(sv[1]), c.skipped_at), (0, 0));
+        drop(c);
+        // SAFETY: closing our socketpair (a Conn leaves its fd to `end`).
+        unsafe {
+            libc::close(sv[0]);
+            libc::close(sv[1]);
+        }
+    }
+
+    #[test]
+    fn acks_alone_are_rung_for_only_a_tick_late_unless_we_go_quiet() {
+        let (mut c, b, sv) = written_conn();
+        let t = clock::ticks();
+        let at = clock::ns_of(t);
+        c.acks_skipped = t;
+        overdue(&mut c, at + shm::OVERDUE_NS);
+        assert_eq!((waiting(sv[1]), c.acks_skipped), (0, t), "ACKs alone were rung for as soon as bytes would be");
+        overdue(&mut c, at + shm::ACK_OVERDUE_NS);
+        assert_eq!((waiting(sv[1]), c.acks_skipped), (1, 0), "ACKs alone were not rung for a tick late");
+        // Going quiet: at once.
+        c.acks_skipped = t;
+        overdue(&mut c, u64::MAX);
+        assert_eq!((waiting(sv[1]), c.acks_skipped), (1, 0), "ACKs alone were not rung for as we went quiet");
+        // The reader looked since: it took them, nothing is rung.
+        c.acks_skipped = t;
+        b.rx.polled(t + 1);
+        overdue(&mut c, at + shm::ACK_OVERDUE_NS);
+        assert_eq!((waiting(sv[1]), c.acks_skipped), (0, 0), "ACKs a reader took were rung for");
         drop(c);
         // SAFETY: closing our socketpair (a Conn leaves its fd to `end`).
         unsafe {
