@@ -90,7 +90,7 @@ struct RxPlan {
     posted: u64,
     done: u64,
     tail_posted: bool,
-    /// Reposted by `top_up` after the next send rather than on arrival: a
+    /// Reposted by `refill` after the next send rather than on arrival: a
     /// ping-pong's repost then overlaps the message's flight instead of
     /// delaying it (about 250 instructions a side on the on-node path).
     lazy: bool,
@@ -420,14 +420,9 @@ impl<'a> Session<'a> {
         self.refill()
     }
 
-    /// From now on receives are reposted by `top_up`, not as they complete.
+    /// From now on receives are reposted by `refill`, not as they complete.
     pub fn lazy_refill(&mut self) {
         self.rx.lazy = true;
-    }
-
-    /// Reposts the receives that completed since the last look.
-    pub fn top_up(&mut self) -> Result<(), String> {
-        self.refill()
     }
 
     pub fn rx_done(&self) -> u64 {
@@ -438,7 +433,8 @@ impl<'a> Session<'a> {
         self.rx.total
     }
 
-    fn refill(&mut self) -> Result<(), String> {
+    /// Reposts the receives that completed since the last look.
+    pub fn refill(&mut self) -> Result<(), String> {
         // Room for the control receives that may sit beside the data ones.
         let cap = self.depth.saturating_sub(4) as u64;
         while self.rx.posted < self.rx.total && self.rx.posted - self.rx.done < cap {

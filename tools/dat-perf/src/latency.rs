@@ -67,7 +67,7 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
             for i in 0..n {
                 s.post_send(size, Post::EACH)?;
                 stamps.push(Instant::now());
-                s.top_up()?;
+                s.refill()?;
                 progress.tick(i);
                 while s.rx_done() < i + 1 {
                     if s.next_data()? == Kind::SendData {
@@ -77,7 +77,7 @@ pub fn client(s: &mut Session, req: &TestReq, progress: &mut Progress) -> Result
             }
             stamps.push(Instant::now());
             reap(s, Kind::SendData, &mut done, n)?;
-            s.top_up()?;
+            s.refill()?;
         }
         Test::WriteLat => {
             let src = (s.area + size - 1) as usize;
@@ -122,10 +122,10 @@ pub fn server(s: &mut Session, req: &TestReq) -> Result<(), String> {
                     }
                 }
                 s.post_send(size, Post::EACH)?;
-                s.top_up()?;
+                s.refill()?;
             }
             reap(s, Kind::SendData, &mut done, n)?;
-            s.top_up()
+            s.refill()
         }
         Test::WriteLat => {
             let src = (s.area + size - 1) as usize;
