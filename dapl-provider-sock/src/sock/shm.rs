@@ -239,16 +239,6 @@ pub enum Bell {
 /// How long a skipped doorbell may go unanswered (the consumer did not
 /// take the bytes) before the producer rings after all.
 pub const OVERDUE_NS: u64 = 10_000;
-/// `OVERDUE_NS` for a doorbell skipped over ACKs alone: a tick of the
-/// reader's dozing thread, which takes them itself once its consumer
-/// stops (`progress::TICK_NS`). No data waits on them, only the completion
-/// of a send whose sender is not polling for it (a polling one takes them,
-/// one going to sleep sees them first). Rung at 10 µs, they woke the
-/// thread of a reader that was only off its CPU for a moment, which then
-/// took the CPU from its consumer as it came back: of the doorbells an
-/// on-node ping-pong rang, a third were these (200,000 iterations: 183 of
-/// 535, with the futex wakes that followed them).
-pub const ACK_OVERDUE_NS: u64 = 1_000_000;
 /// Posts this close after a fenced doorbell look share it
 /// (`bell_in_burst`).
 const BURST_NS: u64 = 2_000;
