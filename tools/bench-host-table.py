@@ -242,6 +242,8 @@ class Bench:
         out = ["# Host benchmark: ours beside UCX and libfabric", ""]
         out.append(f"- when: {e.get('started')}, {e.get('took', '?')} for {c['rounds']} round(s); command `{e.get('command')}`")
         out.append(f"- machine: {e.get('cpu')}, kernel {e.get('host_kernel')}; pinning: {e.get('pinning')}")
+        if e.get('tcp_cc'):
+            out.append(f"- TCP congestion control: {e['tcp_cc']}")
         out.append(f"- load: at start `{e.get('uptime_start', '').strip()}`; at end `{e.get('uptime_end', '').strip()}`")
         if self.load:
             out.append("- load average (1, 5, 15 min) after each round: " +

@@ -51,6 +51,16 @@
 #   BENCH_BW_ITERS [1000]  BENCH_BW_BYTES [256M]  BENCH_MIN_ITERS [100]
 #   BENCH_RATE_ITERS [20000]  BENCH_WARMUP [10]  BENCH_WINDOW [64]
 #   BENCH_PIN [1] pin server and client to CPUs 0 and 1
+#   BENCH_TCP_CC [cubic] TCP congestion control in the two namespaces of the
+#            tcp net, for every stack alike; "host" keeps the host's own.
+#            Under BBR, which paces a burst by a timer, a 512 KiB ping-pong
+#            runs at one of two speeds, fixed per connection (ours and
+#            libfabric's alike: 63-349 and 85-363 us in six runs each on a
+#            host whose default was bbr; docs/performance.md, stop 34), and
+#            the verdicts at 512 KiB-4 MiB were a coin flip. cubic is
+#            Linux's own default. To set it in a namespace the kernel wants
+#            it in tcp_allowed_congestion_control: if it is not, it is added
+#            for the moment of setting and the list put back at once.
 #   BENCH_TIMEOUT [120] seconds per process  BENCH_KEEP [0] keep raw outputs
 #   BENCH_OURS_ONE_CONN [0] ours: every size on one connection (else one each)
 #   BENCH_BIN [target/release] the build of ours to run
@@ -161,7 +171,14 @@ NET=10.198.$(($$ % 250 + 1))
 ADDR_S=$NET.1 ADDR_C=$NET.2
 PIDS=" "
 made_ns=""
+RESTORE_ALLOWED=
+# The host's list as it was, if we widened it (for no longer than setting takes).
+restore_allowed() {
+	[ -n "$RESTORE_ALLOWED" ] && echo "$RESTORE_ALLOWED" >/proc/sys/net/ipv4/tcp_allowed_congestion_control
+	RESTORE_ALLOWED=
+}
 cleanup() {
+	restore_allowed
 	local p
 	for p in $PIDS; do kill "$p" 2>/dev/null; done
 	for p in $PIDS; do
@@ -192,6 +209,21 @@ if has "$NETS" tcp; then
 		ip -n "$NS_S" link show "$VETH_S" | grep -q LOWER_UP && ip -n "$NS_C" link show "$VETH_C" | grep -q LOWER_UP && break
 		sleep 0.1
 	done
+fi
+host_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+TCP_CC=${BENCH_TCP_CC:-cubic}
+CC_NOTE="$host_cc (the host's)"
+if has "$NETS" tcp && [ "$TCP_CC" != host ] && [ "$TCP_CC" != "$host_cc" ]; then
+	avail=/proc/sys/net/ipv4/tcp_available_congestion_control allowed=/proc/sys/net/ipv4/tcp_allowed_congestion_control
+	grep -qw -- "$TCP_CC" $avail || modprobe "tcp_$TCP_CC" 2>/dev/null
+	grep -qw -- "$TCP_CC" $avail || fail_setup "TCP congestion control '$TCP_CC' is not in this kernel ($(cat $avail)); BENCH_TCP_CC=host keeps the host's"
+	was=$(cat $allowed)
+	[[ " $was " == *" $TCP_CC "* ]] || { echo "$was $TCP_CC" >$allowed && RESTORE_ALLOWED=$was; }
+	for ns in "$NS_S" "$NS_C"; do
+		ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$TCP_CC" || fail_setup "cannot set $TCP_CC in $ns"
+	done
+	restore_allowed
+	CC_NOTE="$TCP_CC in the tcp net's namespaces (the host's: $host_cc)"
 fi
 
 # dat.conf entries, one file per side, in our temp dir.
@@ -337,6 +369,7 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo none; }
 	echo "packages=ucx-utils $(pkgver ucx-utils), libucx0 $(pkgver libucx0), libfabric1 $(pkgver libfabric1), libfabric-bin $(pkgver libfabric-bin)"
 	echo "ours=$BIN/libdat2.so.2 + $PROV, $BIN/dat-perf"
 	echo "pinning=${PIN_S:-none} server, ${PIN_C:-none} client"
+	has "$NETS" tcp && echo "tcp_cc=$CC_NOTE"
 	echo "command=$0 $([ $SMOKE = 1 ] && echo --smoke)"
 } >"$WORK/env.txt"
 cat >"$WORK/config.json" <<EOF
