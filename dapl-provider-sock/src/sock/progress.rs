@@ -1153,6 +1153,15 @@ impl Progress {
     }
 
     fn send_held(&mut self, stale_only: bool) {
+        // Usually the answer took the held ACK with it (`direct_send`,
+        // `next_frame`) and nothing is left to send: a pump to find that
+        // out cost a ping-pong 390 instructions a pass.
+        let conns = &self.conns;
+        self.held.retain(|&(t, _)| {
+            conns.get(&t).is_some_and(|c| {
+                c.ack_held || c.wants_out() || c.phase != Phase::Open || c.live_qp().is_some_and(|q| q.unsent.load(Ordering::Acquire) > 0)
+            })
+        });
         if self.held.is_empty() {
             return;
         }
@@ -2089,7 +2098,12 @@ impl Engine for Progress {
             // ACKs alone need no pump (a third of a post's cost when
             // each post found one: msg_rate).
             if c.shm_in && (m.rx.available() > 0 || !c.absorb()) {
+                // What a polling consumer takes here it answers with a later
+                // post, as after a pass: the ACK waits for it (`hold_ack`).
+                p.in_pass = poller;
+                p.pass_ns = clock::ns_of(now);
                 p.take_input(token);
+                p.in_pass = false;
             }
         });
         if sent {
