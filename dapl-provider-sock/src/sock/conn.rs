@@ -268,6 +268,11 @@ impl Conn {
         self.qp.as_ref().filter(|q| feeds(q, self.epoch))
     }
 
+    /// Requests its live QP has queued and not yet sent (0 without one).
+    pub(super) fn unsent(&self) -> u32 {
+        self.live_qp().map_or(0, |q| q.unsent.load(Ordering::Acquire))
+    }
+
     /// The next request of the stream's QP, if it is live, its local
     /// segments in `out.segs`.
     pub(super) fn take_request(&mut self) -> Option<Wqe> {

@@ -1092,7 +1092,7 @@ impl Progress {
     /// (`on_quiet_set`) or a consumer about to sleep flushes it (`quiet`).
     fn hold_ack(&mut self, token: u64) -> bool {
         let Some(c) = self.conns.get(&token) else { return false };
-        if self.keep_held && c.only_held_ack() && c.live_qp().is_none_or(|q| q.unsent.load(Ordering::Acquire) == 0) {
+        if self.keep_held && c.only_held_ack() && c.unsent() == 0 {
             // The thread's turn, serving this connection's input: the ACK
             // stays with the consumer a while yet (`flush_stale`).
             let now = clock::now_ns();
@@ -1108,7 +1108,7 @@ impl Progress {
             && c.ctl.is_empty()
             && c.resp.len() == 1
             && matches!(c.resp.front(), Some(Resp::Ack(_)))
-            && c.live_qp().is_none_or(|q| q.unsent.load(Ordering::Acquire) == 0);
+            && c.unsent() == 0;
         if lone {
             c.ack_held = true;
             self.hold(token, self.pass_ns);
@@ -1159,7 +1159,7 @@ impl Progress {
         let conns = &self.conns;
         self.held.retain(|&(t, _)| {
             conns.get(&t).is_some_and(|c| {
-                c.ack_held || c.wants_out() || c.phase != Phase::Open || c.live_qp().is_some_and(|q| q.unsent.load(Ordering::Acquire) > 0)
+                c.ack_held || c.wants_out() || c.phase != Phase::Open || c.unsent() > 0
             })
         });
         if self.held.is_empty() {
@@ -1655,7 +1655,7 @@ impl Progress {
             }
             // Short frames that follow at once share segments (MSG_MORE);
             // never the budget's last, which nothing may follow for a while.
-            let more = budget > 1 && !c.shm_out && c.out.total <= SHORT_FRAME && (!c.ctl.is_empty() || !c.resp.is_empty() || c.live_qp().is_some_and(|q| q.unsent.load(Ordering::Acquire) > 0));
+            let more = budget > 1 && !c.shm_out && c.out.total <= SHORT_FRAME && (!c.ctl.is_empty() || !c.resp.is_empty() || c.unsent() > 0);
             if !send_frame(c, more)? {
                 return Ok(());
             }
