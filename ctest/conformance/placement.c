@@ -149,22 +149,25 @@ out:
 }
 
 /* sends_land_whole: sends of sizes about the on-node provider's switches
- * (ring, by reference; a large send goes by reference only in a stream,
- * hence four at a time), each from two segments into a
- * receive of three lying apart in reverse order of address, arrive whole,
- * in order and with their length; then a send longer than its receive
- * fails at both ends and leaves the memory past the receive untouched. */
+ * (ring, by reference, published in 64 KiB pieces; a large send goes by
+ * reference only in a stream, hence four at a time, and through the ring,
+ * piece by piece, when it goes alone, hence one at a time too), each from
+ * two segments into a receive of three lying apart in reverse order of
+ * address, arrive whole, in order and with their length; then a send
+ * longer than its receive fails at both ends and leaves the memory past
+ * the receive untouched. */
 #define BIG (1 << 20)
 #define INFLIGHT 4
 
 static void case_sends_land_whole(void)
 {
-	static const size_t sizes[] = { 1, 4095, 65536, 262143, 262144, 262145, 300001, BIG - 5 };
+	static const size_t sizes[] = { 1, 4095, 65536, 131071, 131072, 196609, 262143, 262144, 262145, 300001, BIG - 5 };
+	static const size_t inflights[] = { 1, INFLIGHT };
 	DAT_EP_ATTR attr = small_attr(2 * INFLIGHT, 4);
 	struct pair p;
 	struct mem src, dst;
 	DAT_DTO_COMPLETION_EVENT_DATA dd;
-	size_t i, k, m;
+	size_t i, j, k, m, in;
 	char what[64];
 	int st;
 
@@ -172,11 +175,13 @@ static void case_sends_land_whole(void)
 	    !mem_reg(p.ia, p.pz, INFLIGHT * BIG, DAT_MEM_PRIV_ALL_FLAG, &src) ||
 	    !mem_reg(p.ib, p.pzb, 2 * INFLIGHT * BIG, DAT_MEM_PRIV_ALL_FLAG, &dst))
 		goto out;
-	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+	for (j = 0; j < 2 * sizeof(sizes) / sizeof(sizes[0]); j++) {
+		i = j / 2;
+		in = inflights[j % 2];
 		size_t n = sizes[i], half = n / 3;
 		DAT_LMR_TRIPLET r[INFLIGHT][3];
 		memset(dst.buf, 0, 2 * INFLIGHT * BIG);
-		for (m = 0; m < INFLIGHT; m++) {
+		for (m = 0; m < in; m++) {
 			unsigned char *from = src.buf + m * BIG;
 			size_t base = m * 2 * BIG;
 			for (k = 0; k < n; k++)
@@ -190,7 +195,7 @@ static void case_sends_land_whole(void)
 				goto out;
 			}
 		}
-		for (m = 0; m < INFLIGHT; m++) {
+		for (m = 0; m < in; m++) {
 			DAT_LMR_TRIPLET s[2] = { triplet(&src, m * BIG, half), triplet(&src, m * BIG + half, n - half) };
 			DAT_DTO_COOKIE ck = { .as_64 = (DAT_UINT64)m };
 			if (CALL(dat_ep_post_send(p.a.ep, 2, s, ck, DAT_COMPLETION_DEFAULT_FLAG)) != DAT_SUCCESS) {
@@ -198,16 +203,16 @@ static void case_sends_land_whole(void)
 				goto out;
 			}
 		}
-		for (m = 0; m < INFLIGHT; m++) {
-			snprintf(what, sizeof(what), "%zu-byte send %zu", n, m);
+		for (m = 0; m < in; m++) {
+			snprintf(what, sizeof(what), "%zu-byte send %zu of %zu", n, m, in);
 			if (!want_dto(p.a.req, WAIT_US, &dd, what))
 				goto out;
 			CHECK_EQ(dd.user_cookie.as_64, m, "send completions in order");
 		}
-		for (m = 0; m < INFLIGHT; m++) {
+		for (m = 0; m < in; m++) {
 			unsigned char *from = src.buf + m * BIG;
 			size_t at = 0, bad = n;
-			snprintf(what, sizeof(what), "%zu-byte send %zu, its receive", n, m);
+			snprintf(what, sizeof(what), "%zu-byte send %zu of %zu, its receive", n, m, in);
 			if (!want_dto(p.b.recv, WAIT_US, &dd, what))
 				goto out;
 			CHECK_EQ(dd.user_cookie.as_64, m, "receive completions in order");

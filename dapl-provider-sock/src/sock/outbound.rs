@@ -264,7 +264,7 @@ pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge], now:
     let mut hdr = [0u8; HDR];
     let mut off = 0;
     // SAFETY: our headers, then segments the QP checked against their keys;
-    // the room for all is there (checked above), published once.
+    // the room for all is there (checked above).
     unsafe {
         match ack {
             Some(n) if c.ring_acks => m.tx.publish_acks(n),
@@ -278,10 +278,21 @@ pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge], now:
         request_header(w).encode(&mut hdr);
         m.tx.stage(off, hdr.as_ptr(), HDR);
         off += HDR;
+        // A frame of two pieces or more is published piece by piece
+        // (`shm::PIECE`); the room for all of it is there already.
+        let piece = if w.len >= 2 * shm::PIECE as u64 { shm::PIECE } else { usize::MAX };
         for g in sges {
-            if g.len > 0 {
-                m.tx.stage(off, g.addr as *const u8, g.len as usize);
-                off += g.len as usize;
+            let (mut from, mut left) = (g.addr as *const u8, g.len as usize);
+            while left > 0 {
+                if off >= piece {
+                    m.tx.publish(off);
+                    off = 0;
+                }
+                let n = left.min(piece - off);
+                m.tx.stage(off, from, n);
+                from = from.add(n);
+                left -= n;
+                off += n;
             }
         }
     }
@@ -346,13 +357,19 @@ pub(super) fn send_frame(c: &mut Conn, more: bool) -> Result<bool, End> {
             m.tx.wrap_early(c.out.total as usize);
         }
         let mut n = 0u64;
-        for v in iov {
-            // SAFETY: as for sendmsg below: our header, or local segments
-            // checked against their keys.
-            let put = unsafe { m.tx.push(v.iov_base as *const u8, v.iov_len) };
-            n += put as u64;
-            if put < v.iov_len {
-                break;
+        // Piece by piece, each published as it goes in (`shm::PIECE`).
+        'iovs: for v in iov {
+            let mut done = 0;
+            while done < v.iov_len {
+                let want = (v.iov_len - done).min(shm::PIECE);
+                // SAFETY: as for sendmsg below: our header, or local segments
+                // checked against their keys; `done` is within the iovec.
+                let put = unsafe { m.tx.push((v.iov_base as *const u8).add(done), want) };
+                n += put as u64;
+                done += put;
+                if put < want {
+                    break 'iovs;
+                }
             }
         }
         if n > 0 {
