@@ -804,6 +804,21 @@ static void case_cr_errors(void)
 		 "dat_cr_accept(a PZ as the EP)");
 	CHECK_RC(dat_cr_accept(cr, NULL, 0, NULL), BAD_HANDLE(DAT_INVALID_HANDLE_EP),
 		 "dat_cr_accept(no EP, PSP is not PROVIDER_FLAG)");
+	{
+		/* A UD EP cannot take a connection: refused as the wrong kind of EP, the CR left to a right one. */
+		DAT_EP_ATTR ua = small_attr(8, 1);
+		DAT_EP_HANDLE u = NULL;
+
+		ua.service_type = (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD;
+		ua.max_message_size = 512;
+		ua.max_rdma_size = 0;
+		ua.max_rdma_read_in = ua.max_rdma_read_out = 0;
+		if (CALL(dat_ep_create(p.ia, p.pz, p.b.recv, p.b.req, p.b.conn, &ua, &u)) == DAT_SUCCESS) {
+			CHECK_RC(dat_cr_accept(cr, u, 0, NULL), BAD_HANDLE(DAT_INVALID_HANDLE_EP),
+				 "dat_cr_accept(a UD EP for a connection)");
+			CHECK_RC(dat_ep_free(u), DAT_SUCCESS, "dat_ep_free(the UD EP)");
+		}
+	}
 	CHECK_RC(dat_cr_reject(cr, 145, pd), BAD_ARG(DAT_INVALID_ARG2), "dat_cr_reject(145 bytes)");
 	CHECK_RC(dat_cr_reject(cr, 4, NULL), BAD_ARG(DAT_INVALID_ARG3), "dat_cr_reject(4 bytes at NULL)");
 	CHECK_RC(dat_cr_accept(cr, p.b.ep, 0, NULL), DAT_SUCCESS, "dat_cr_accept");

@@ -5,7 +5,7 @@ use crate::backend::{ConnIdOps, ConnParams, DeviceOps, IdSlot, QpOps};
 use crate::ep;
 use crate::handle::{self, Object};
 use crate::ia::Ia;
-use dat_abi::status::{error, guard, invalid_arg, invalid_state};
+use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state};
 use dat_abi::*;
 use std::sync::atomic::Ordering;
 
@@ -99,6 +99,13 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
                 crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));
             }
             return r;
+        }
+        // A connection needs a connected-service EP: a UD one is refused
+        // here, as `ud::accept` refuses an RC one for a UD request (its QP
+        // cannot be connected; found by dat-fuzz, it reached the QP and
+        // came back as DAT_INTERNAL_ERROR).
+        if ep.is_ud() {
+            return invalid_handle(DAT_INVALID_HANDLE_EP);
         }
         // Claimed in one step: a dat_ep_connect on this EP from another
         // thread meanwhile must find it taken, not start a second
