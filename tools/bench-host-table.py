@@ -247,7 +247,13 @@ class Bench:
         out.append(f"- load: at start `{e.get('uptime_start', '').strip()}`; at end `{e.get('uptime_end', '').strip()}`")
         if self.load:
             out.append("- load average (1, 5, 15 min) after each round: " +
-                       "; ".join(f"round {l[0]}: {' '.join(l[1:])}" for l in self.load))
+                       "; ".join(f"round {l[0]}: {' '.join(l[1:4])}" for l in self.load))
+        # tools/line-probe.c: on-node figures move with it (a VM's vCPUs are
+        # placed anew now and then); tables compare at about the same figure.
+        lines = [e.get('line_start', '')] + [l[4] for l in self.load if len(l) > 4]
+        if any(x not in ('', 'n/a', '?') for x in lines):
+            out.append("- a cache line between the pinned CPUs, one way (ns; tools/line-probe.c): at start "
+                       + lines[0] + (", after each round " + ", ".join(lines[1:]) if len(lines) > 1 else ""))
         out.append(f"- ours: {e.get('ours')}, commit {e.get('commit')}")
         out.append(f"- others: {e.get('packages')}")
         out.append(f"- iterations per size, every stack: min(N, max({c['min_iters']}, B / size)) with latency "

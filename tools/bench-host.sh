@@ -360,11 +360,20 @@ run_ofi() { # ROUND NET FIG SIZE
 
 # ---- the header: where and when --------------------------------------------
 pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo none; }
+# A cache line's trip between the two pinned CPUs (tools/line-probe.c), at
+# the start, after each round and at the end: a VM's vCPUs are placed anew
+# now and then, and every on-node figure moves with it.
+PROBE=
+if [ -n "$PIN_S" ] && cc -O2 -pthread -o "$WORK/line-probe" "$root/tools/line-probe.c" 2>/dev/null; then
+	PROBE=$WORK/line-probe
+fi
+line_ns() { if [ -n "$PROBE" ]; then "$PROBE" 0 1 2>/dev/null || echo "?"; else echo "n/a"; fi; }
 {
 	echo "started=$(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "host_kernel=$(uname -r)"
 	echo "cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) x $(nproc)"
 	echo "uptime_start=$(uptime)"
+	echo "line_start=$(line_ns)"
 	echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" diff --quiet 2>/dev/null || echo +changes)"
 	echo "packages=ucx-utils $(pkgver ucx-utils), libucx0 $(pkgver libucx0), libfabric1 $(pkgver libfabric1), libfabric-bin $(pkgver libfabric-bin)"
 	echo "ours=$BIN/libdat2.so.2 + $PROV, $BIN/dat-perf"
@@ -406,7 +415,7 @@ for r in $(seq "$ROUNDS"); do
 			done
 		done
 	done
-	echo "$r $(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/load.txt"
+	echo "$r $(cut -d' ' -f1-3 /proc/loadavg) $(line_ns)" >>"$WORK/load.txt"
 done
 echo "took=$(($(date +%s) - started)) s" >>"$WORK/env.txt"
 echo "uptime_end=$(uptime)" >>"$WORK/env.txt"
