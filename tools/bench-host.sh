@@ -361,8 +361,8 @@ run_ofi() { # ROUND NET FIG SIZE
 # ---- the header: where and when --------------------------------------------
 pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo none; }
 # A cache line's trip between the two pinned CPUs (tools/line-probe.c), at
-# the start, after each round and at the end: a VM's vCPUs are placed anew
-# now and then, and every on-node figure moves with it.
+# the start and after each round: a VM's vCPUs are placed anew now and
+# then, and every on-node figure moves with it.
 PROBE=
 if [ -n "$PIN_S" ] && cc -O2 -pthread -o "$WORK/line-probe" "$root/tools/line-probe.c" 2>/dev/null; then
 	PROBE=$WORK/line-probe
