@@ -33,9 +33,9 @@ pub struct DtoSlot {
 
 pub struct SlotCell(UnsafeCell<DtoSlot>);
 
-// A slot is written only by the thread that claimed its index when posting,
-// and only once `busy` says its last completion was read; it is read only
-// after the hardware reports its completion.
+// A slot is written only by the thread whose claim set its `busy` (which
+// only a read completion clears); it is read only after the hardware
+// reports its completion.
 unsafe impl Sync for SlotCell {}
 
 /// A ring of slots for one work queue. Slots are handed out round-robin;
@@ -94,8 +94,13 @@ impl Ring {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             // SAFETY: the mask keeps the index below the (power of two) length.
             let slot = unsafe { self.slots.get_unchecked(n & self.mask) }.0.get();
+            // Taken in one step, not looked at and then set: a poster held up
+            // between its index and this (preempted while the others went
+            // round the ring) would otherwise fill the slot beside the one
+            // whose index came round to it, and one cookie was reported twice
+            // and another never (conformance threads_one_ep in CI, stop 36).
             // SAFETY: a shared view of the flag only; the reaper clears it through the same kind of view.
-            if !unsafe { (*slot).busy.load(Ordering::Acquire) } {
+            if unsafe { (*slot).busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed) }.is_ok() {
                 break slot;
             }
             tries += 1;
@@ -116,7 +121,10 @@ impl Ring {
             (*slot).len = len;
             (*slot).op = op;
             (*slot).rmr_context = rmr_context;
-            (*slot).busy.store(completes, Ordering::Relaxed);
+            if !completes {
+                // An unsignaled request's slot is read only if it fails.
+                (*slot).busy.store(false, Ordering::Release);
+            }
         }
         Some(slot as u64)
     }
@@ -406,5 +414,36 @@ mod tests {
         assert_eq!(ring.posted() - ring.done.load(Ordering::Acquire), 1, "only the stuck request is out");
         assert!(event_from_completion::<T>(&wc(stuck, DAT_DTO_SUCCESS, 0), 0x2000 as DAT_EVD_HANDLE, &mut ev));
         assert_eq!(ring.posted(), ring.done.load(Ordering::Acquire));
+    }
+
+    /// Posters racing on one ring never share a slot, even when one is held
+    /// up between taking its index and claiming the slot while the others
+    /// go round (two slots here, so they go round in two claims).
+    #[test]
+    fn racing_posters_never_share_a_slot() {
+        use std::sync::atomic::AtomicU32;
+        let ring = Ring::new(1);
+        let base = ring.slots.as_ptr() as u64;
+        let held: Vec<AtomicU32> = (0..ring.capacity()).map(|_| AtomicU32::new(0)).collect();
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let (ring, held) = (&ring, &held);
+                s.spawn(move || {
+                    for i in 0..20_000u64 {
+                        let cookie = t << 32 | i;
+                        let Some(id) = ring.claim(0x1000, cookie, 1, DAT_DTO_SEND, 0, true) else { continue };
+                        let k = (id - base) as usize / std::mem::size_of::<SlotCell>();
+                        assert_eq!(held[k].swap(1, Ordering::SeqCst), 0, "slot {k} handed to two posters");
+                        // SAFETY: the slot claim() gave us; only its completion reads it.
+                        let cell = unsafe { &*(id as *const DtoSlot) };
+                        std::hint::spin_loop();
+                        assert_eq!(cell.cookie, cookie, "slot {k}: our cookie was overwritten");
+                        held[k].store(0, Ordering::SeqCst);
+                        // The reaper's part: read, the slot is free again.
+                        cell.busy.store(false, Ordering::Release);
+                    }
+                });
+            }
+        });
     }
 }
