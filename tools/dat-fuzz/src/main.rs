@@ -5,8 +5,7 @@
 //! dat.conf files fed to fresh registries. See README.md for the design and
 //! the figures.
 //!
-//! usage: dat-fuzz [--target mock|sock] [--lib-dir DIR] [--seconds N | --sequences N]
-//!                 [--seed HEX] [--max-len N] [--confs N] [--hang-secs N]
+//! Options: `dat-fuzz --help` (USAGE below).
 
 mod allowed;
 mod api;
@@ -41,6 +40,32 @@ struct Args {
     hang_secs: u64,
 }
 
+const USAGE: &str = "usage: dat-fuzz [--target mock|sock] [--lib-dir DIR] [--seconds N | --sequences N]
+                [--seed HEX] [--max-len N] [--confs N] [--hang-secs N]
+  --target      the provider under test: mock (the core in memory) or sock (default mock)
+  --lib-dir     where libdat2.so.2 and the provider are (default target/release)
+  --seconds     run this long; --sequences: run this many sequences (default: 1000 sequences)
+  --seed        the first sequence's seed, hex (default: from the clock; printed for a rerun)
+  --max-len     most calls in one sequence (default 64)
+  --confs       random dat.conf files fed to fresh registries (default 100)
+  --hang-secs   a call running longer than this is a finding (default 60)
+See tools/dat-fuzz/README.md.";
+
+/// Exits with the usage text and `why` on a bad command line (status 2),
+/// or with the usage alone for --help (status 0).
+fn usage_exit(why: Option<String>) -> ! {
+    match why {
+        Some(w) => {
+            eprintln!("dat-fuzz: {w}\n{USAGE}");
+            std::process::exit(2)
+        }
+        None => {
+            println!("{USAGE}");
+            std::process::exit(0)
+        }
+    }
+}
+
 fn parse() -> Args {
     let mut a = Args { target: Target::Mock, lib_dir: PathBuf::from("target/release"), seconds: None, sequences: None, seed: None, max_len: 64, confs: 100, hang_secs: 60 };
     let mut it = std::env::args().skip(1).peekable();
@@ -50,17 +75,21 @@ fn parse() -> Args {
         std::process::exit(conf::child(Path::new(&lib), Path::new(&conf), &name));
     }
     while let Some(k) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
+        if k == "--help" || k == "-h" {
+            usage_exit(None);
+        }
+        let v = it.next().unwrap_or_else(|| usage_exit(Some(format!("{k} needs a value"))));
+        let bad = |what: &str| -> ! { usage_exit(Some(format!("{k}: {what}, got {v:?}"))) };
         match k.as_str() {
-            "--target" => a.target = Target::parse(&v()).expect("--target mock|sock"),
-            "--lib-dir" => a.lib_dir = PathBuf::from(v()),
-            "--seconds" => a.seconds = Some(v().parse().expect("seconds")),
-            "--sequences" => a.sequences = Some(v().parse().expect("sequences")),
-            "--seed" => a.seed = Some(u64::from_str_radix(v().trim_start_matches("0x"), 16).expect("hex seed")),
-            "--max-len" => a.max_len = v().parse().expect("max-len"),
-            "--confs" => a.confs = v().parse().expect("confs"),
-            "--hang-secs" => a.hang_secs = v().parse().expect("hang-secs"),
-            _ => panic!("unknown argument {k} (see the source's header)"),
+            "--target" => a.target = Target::parse(&v).unwrap_or_else(|| bad("mock or sock")),
+            "--lib-dir" => a.lib_dir = PathBuf::from(&v),
+            "--seconds" => a.seconds = Some(v.parse().unwrap_or_else(|_| bad("a number of seconds"))),
+            "--sequences" => a.sequences = Some(v.parse().unwrap_or_else(|_| bad("a number"))),
+            "--seed" => a.seed = Some(u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or_else(|_| bad("a hex number"))),
+            "--max-len" => a.max_len = v.parse().unwrap_or_else(|_| bad("a number")),
+            "--confs" => a.confs = v.parse().unwrap_or_else(|_| bad("a number")),
+            "--hang-secs" => a.hang_secs = v.parse().unwrap_or_else(|_| bad("a number of seconds")),
+            _ => usage_exit(Some(format!("unknown argument {k}"))),
         }
     }
     a
