@@ -147,6 +147,21 @@ fn parents_outlive_children_and_close_frees_everything() {
     assert_eq!(mock::LIVE_PDS.load(Ordering::Acquire), pds);
 }
 
+/// An abrupt close stops the IA's CM thread before it frees the EVDs that
+/// thread posts to (ThreadSanitizer found the async event of a CQ overrun
+/// written to the async EVD's eventfd as the close freed that EVD).
+#[test]
+fn ia_close_stops_its_events_before_freeing_evds() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-close-order");
+    let live = mock::LIVE_EVENTS.load(Ordering::Acquire);
+    assert!(live >= 1, "the IA started its events");
+    // SAFETY: live handles; the close takes the EP and the EVDs with it.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+    assert_eq!(mock::LIVE_EVENTS.load(Ordering::Acquire), live - 1, "the close stopped the IA's events");
+    assert_eq!(mock::EVENTS_AT_LAST_CQ_FREE.load(Ordering::Acquire), live - 1, "the EVDs' CQs were freed while the IA's events still ran");
+}
+
 #[test]
 fn active_connection_then_an_error_completion_breaks_it() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -281,17 +281,24 @@ pub unsafe extern "C" fn close<T: Provider>(h: DAT_IA_HANDLE, flags: DAT_CLOSE_F
         if flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG {
             return invalid_arg(DAT_INVALID_ARG2);
         }
-        let mut children = handle::children::<T>(ia.id(), None);
-        let in_use = children.iter().any(|c| !ia.is_async_evd(c.handle));
+        let in_use = handle::children::<T>(ia.id(), None).iter().any(|c| !ia.is_async_evd(c.handle));
         if flags == DAT_CLOSE_GRACEFUL_FLAG && in_use {
             return invalid_state(DAT_INVALID_STATE_IA_IN_USE);
         }
+        // The CM thread stops first (joined), then the children go, listed
+        // after it stopped (it may have made a CR just before). It posts
+        // async events to the async EVD without the CM lock (a verbs CQ or
+        // QP is destroyed under that lock, and its destroy waits for the
+        // thread to acknowledge their events), so an EVD freed while it ran
+        // could be written after its eventfd was closed (ThreadSanitizer,
+        // conformance cq_overflow: an 8-byte write to a closed, perhaps
+        // reused, descriptor).
+        drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let mut children = handle::children::<T>(ia.id(), None);
         children.sort_by(|a, b| b.rank.cmp(&a.rank));
         for c in children {
             (c.destroy)(c.handle);
         }
-        // Stop the CM thread before the objects it could post to are gone.
-        drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());
         log::debug!("IA '{}' on {} closed", ia.name, ia.device.name());
         handle::remove::<Ia<T>>(h);
         DAT_SUCCESS

@@ -71,7 +71,19 @@ impl Transport for Mock {
 }
 
 /// No thread: tests hand the core its connection events themselves.
+/// Counted, so a test can tell what an IA tears down while its (here
+/// imaginary) CM thread still runs.
 pub struct Events;
+
+pub static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
+/// How many IAs' events were live when the last CQ was destroyed.
+pub static EVENTS_AT_LAST_CQ_FREE: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        LIVE_EVENTS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 pub struct Device {
     limits: Limits,
@@ -164,6 +176,7 @@ impl DeviceOps<Mock> for Device {
     }
 
     fn start_events(&self, _on_cm: CmHandler<Mock>, _on_async: AsyncHandler, _tick: Tick) -> io::Result<Events> {
+        LIVE_EVENTS.fetch_add(1, Ordering::AcqRel);
         Ok(Events)
     }
 }
@@ -280,6 +293,7 @@ pub struct Cq(Queue);
 impl Drop for Cq {
     fn drop(&mut self) {
         LIVE_CQS.fetch_sub(1, Ordering::AcqRel);
+        EVENTS_AT_LAST_CQ_FREE.store(LIVE_EVENTS.load(Ordering::Acquire), Ordering::Release);
     }
 }
 
