@@ -126,6 +126,8 @@ impl Ring {
                 (*slot).busy.store(false, Ordering::Release);
             }
         }
+        // Its completion may be polled on another thread: the device carries the edge.
+        crate::tsan::release(slot);
         Some(slot as u64)
     }
 
@@ -195,6 +197,7 @@ pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, 
     // SAFETY: every wr_id we post is the address of a slot in a ring whose
     // memory is never freed (see Ring::new).
     let cell = unsafe { &*(wc.wr_id as *const DtoSlot) };
+    crate::tsan::acquire(cell);
     // Read out before the slot is handed back for the next claim.
     let (owner, cookie, len, op, rmr_context) = (cell.owner, cell.cookie, cell.len, cell.op, cell.rmr_context);
     let done = cell.done;

@@ -15,7 +15,7 @@
 //!
 //! | floor | modules | holds |
 //! |---|---|---|
-//! | 0 | `backend`, `wake`, `util` | the transport contract; eventfd sleeps; small helpers |
+//! | 0 | `backend`, `wake`, `util`, `tsan` | the transport contract; eventfd sleeps; small helpers; edges for ThreadSanitizer |
 //! | 1 | `state`, `counters`, `sge`, `mock` | per-transport statics and upcalls; counter arrays; SGE lists; the test backend |
 //! | 2 | `handle`, `instance`, `quiesce`, `dto` | handle slots; registered IA names; the CM lock; posted-request rings and completion events |
 //! | 3 | `ia`, `generic` | the IA; calls on any handle |
@@ -67,6 +67,7 @@ mod sge;
 mod srq;
 mod state;
 mod table;
+pub mod tsan;
 mod ud;
 mod up;
 pub mod util;

@@ -13,16 +13,23 @@
 #      over that libdaplsock.so.2, on the on-node path with cross-memory
 #      attach, on its rings alone (DAPL_SOCK_CMA=0) and over TCP
 #      (DAPL_SOCK_SHM=0);
-#   3. dat-fuzz on the sock target for TSAN_FUZZ_SECS seconds [120].
+#   3. dat-fuzz on the sock target for TSAN_FUZZ_SECS seconds [120];
+#   4. with TSAN_GUEST=1 (default when tools/rxe-vm can run), the verbs
+#      provider built the same way, under the conformance suite in the
+#      Soft-RoCE guest (ctest/guest/conformance.sh, shorter soak and kill
+#      rounds: TCG under the sanitizer is slow).
 # A shared library cannot carry rustc's TSan runtime, so the programs in 2
 # and 3 get GCC's (libtsan.so.2) preloaded, with tsan-shim.c for the entry
-# points that runtime lacks. Last line: "tsan: ... reports, ... failed";
+# points that runtime lacks; the build's --cfg tsan turns on the edges of
+# dapl-core/src/tsan.rs, and suppressions.txt says what is not ours to
+# judge. Last line: "tsan: ... reports, ... failed";
 # exit 1 if ThreadSanitizer reported anything or a case failed.
 # Not in the test command: it needs the nightly toolchain and rust-src
 #   rustup toolchain install nightly --component rust-src
 #   apt-get install libtsan2
 # Environment: TSAN_FUZZ_SECS, TSAN_CASES (conformance cases; default all
-# but those skipped below), TSAN_KEEP=1 (keep the outputs and say where).
+# but those skipped below), TSAN_GUEST_CASES (the guest's; default all),
+# TSAN_GUEST=0|1, TSAN_KEEP=1 (keep the outputs and say where).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -41,6 +48,24 @@ work=$(mktemp -d /tmp/dat-tsan.XXXXXX)
 reports=0
 failed=0
 note() { echo "tsan: $*"; }
+# judge LOG LABEL SUMMARY_PREFIX: counts a conformance run's failed cases
+# (none found: the run died) and its reports.
+judge() {
+	local summary n
+	summary=$(grep "^$3 [0-9]* passed" "$1" | tail -1)
+	if [ -z "$summary" ]; then
+		failed=$((failed + 1))
+		note "$2: no summary line (killed or crashed)"
+		tail -20 "$1"
+	else
+		note "$2: ${summary#"$3" }"
+		n=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$summary")
+		failed=$((failed + ${n:-1}))
+		grep -A3 '^FAIL' "$1" | head -30
+	fi
+	count "$1" "$2"
+}
+
 # count LOG LABEL: adds LOG's ThreadSanitizer reports to the total (the
 # conformance harness prints a case's output indented, hence no anchor).
 count() {
@@ -54,7 +79,7 @@ count() {
 tcargo() {
 	local sub=$1
 	shift
-	RUSTFLAGS="-Zsanitizer=thread" cargo +nightly "$sub" -Zbuild-std --target "$triple" --release \
+	RUSTFLAGS="-Zsanitizer=thread --cfg tsan" cargo +nightly "$sub" -Zbuild-std --target "$triple" --release \
 		--target-dir "$root/target/tsan" "$@"
 }
 note "building (nightly, -Zsanitizer=thread, target/tsan)"
@@ -91,7 +116,7 @@ cc -O1 -fno-builtin -shared -fPIC -o "$lib/tsan-shim.so" tools/tsan/tsan-shim.c 
 } >"$lib/dat.conf"
 preload="$runtime $lib/tsan-shim.so"
 # history_size: older accesses kept, so both sides of a report have stacks.
-export TSAN_OPTIONS="halt_on_error=0 history_size=4 second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=0 history_size=4 second_deadlock_stack=1 suppressions=$root/tools/tsan/suppressions.txt"
 # The conformance harness's temp dirs land here (its system("rm") fails under the runtime).
 export TMPDIR=$work
 
@@ -113,18 +138,7 @@ for mode in cma ring tcp; do
 	env "${env[@]}" DAT_OVERRIDE="$lib/dat.conf" LD_LIBRARY_PATH="$lib" LD_PRELOAD="$preload" \
 		CONF_IA=sock-lo CONF_IA2=sock-addr CONF_SOAK_SECS=5 \
 		timeout 1800 ctest/build/conformance $cases >"$log" 2>&1
-	summary=$(grep '^ctest-conformance:' "$log")
-	if [ -z "$summary" ]; then
-		failed=$((failed + 1))
-		note "conformance ($mode): no summary line (killed or crashed)"
-		tail -20 "$log"
-	else
-		note "conformance ($mode): ${summary#ctest-conformance: }"
-		n=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$summary")
-		failed=$((failed + ${n:-1}))
-		grep -A3 '^FAIL' "$log" | head -30
-	fi
-	count "$log" "conformance ($mode)"
+	judge "$log" "conformance ($mode)" ctest-conformance:
 done
 
 secs=${TSAN_FUZZ_SECS:-120}
@@ -141,6 +155,37 @@ else
 	note "dat-fuzz ($secs s): ${last#fuzz: }"
 fi
 count "$log" "dat-fuzz"
+
+guest=${TSAN_GUEST:-}
+if [ -z "$guest" ]; then
+	guest=0
+	command -v "${RXE_VM_QEMU:-qemu-system-x86_64}" >/dev/null && guest=1
+fi
+if [ "$guest" = 1 ]; then
+	log=$work/guest.log
+	if ! tcargo build -p dapl-provider-ibv >>"$work/build.log" 2>&1; then
+		tail -20 "$work/build.log"
+		note "build of the verbs provider failed"
+		exit 1
+	fi
+	glib=$work/guest-lib
+	mkdir -p "$glib"
+	cp -P target/release/libdat2.so* "$glib/"
+	cp "target/tsan/$triple/release/libdaplibv.so" "$glib/libdaplibv.so.2"
+	# The guest script runs CONFORMANCE itself: this runs it with the runtime.
+	printf '#!/bin/sh\nLD_PRELOAD="%s" TSAN_OPTIONS="%s" exec %s "$@"\n' "$preload" "$TSAN_OPTIONS" "$root/ctest/build/conformance" >"$glib/conformance"
+	chmod +x "$glib/conformance"
+	# The guest script's own default, less abrupt_close_releases: it counts
+	# verbs objects with `rdma resource show`, which it starts through
+	# popen, and under the runtime that start fails. (write_tail_whole
+	# probes TCG, not a provider: the script runs it only when named.)
+	gcases=$(ctest/build/conformance -l | awk '{print $2}' | grep -vx -e abrupt_close_releases -e write_tail_whole |
+		sort -u | tr '\n' ' ')
+	RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-3000} LIBDAT2_DIR=$glib CONFORMANCE=$glib/conformance CONF_CASES=${TSAN_GUEST_CASES:-$gcases} \
+		CONF_SOAK_SECS=10 CONF_LOAD_EPS=32 CONF_KILL_ROUNDS=5 \
+		tools/rxe-vm/run-in-guest.sh ctest/guest/conformance.sh >"$log" 2>&1
+	judge "$log" "guest conformance (verbs)" conformance:
+fi
 
 note "$reports ThreadSanitizer reports, $failed failed"
 if [ "${TSAN_KEEP:-0}" = 1 ]; then note "outputs kept in $work"; else rm -rf "$work"; fi

@@ -69,10 +69,20 @@ fn check(rc: i32) -> std::io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
+/// The edge from a consumer's call into rdma_cm to the CM thread, which
+/// gets the kernel's event about it (`dapl_core::tsan`).
+static CM_EDGE: u8 = 0;
+
+/// Before a call whose event the CM thread will handle.
+fn to_cm_thread() {
+    dapl_core::tsan::release(&CM_EDGE);
+}
+
 impl ConnIdOps<Verbs> for CmId {
     fn set_context(&self, context: usize) {
         // SAFETY: our live id; the context is ours to set.
         unsafe { (*self.as_ptr()).context = context as *mut libc::c_void };
+        to_cm_thread();
     }
 
     fn is_datagram(&self) -> bool {
@@ -82,6 +92,7 @@ impl ConnIdOps<Verbs> for CmId {
 
     fn resolve_addr(&self, src: &libc::sockaddr_storage, dst: &libc::sockaddr_storage, timeout_ms: i32) -> std::io::Result<()> {
         let (mut src, mut dst) = (*src, *dst);
+        to_cm_thread();
         // SAFETY: live id; both are full sockaddrs of their family, copied by the call.
         check(unsafe {
             ibv::rdma_resolve_addr(self.as_ptr(), &mut src as *mut _ as *mut libc::sockaddr, &mut dst as *mut _ as *mut libc::sockaddr, timeout_ms)
@@ -89,6 +100,7 @@ impl ConnIdOps<Verbs> for CmId {
     }
 
     fn resolve_route(&self, timeout_ms: i32) -> std::io::Result<()> {
+        to_cm_thread();
         // SAFETY: live id with a resolved address.
         check(unsafe { ibv::rdma_resolve_route(self.as_ptr(), timeout_ms) })
     }
@@ -102,6 +114,7 @@ impl ConnIdOps<Verbs> for CmId {
             param.rnr_retry_count = 7;
             param.srq = p.srq as u8;
         }
+        to_cm_thread();
         // SAFETY: live id with a route; the private data outlives the call (it is copied).
         check(unsafe { ibv::rdma_connect(self.as_ptr(), &mut param) })
     }
@@ -114,11 +127,13 @@ impl ConnIdOps<Verbs> for CmId {
             param.rnr_retry_count = 7;
             param.srq = p.srq as u8;
         }
+        to_cm_thread();
         // SAFETY: a live request id; the reply is built before this returns.
         check(unsafe { ibv::rdma_accept(self.as_ptr(), &mut param) })
     }
 
     fn reject(&self, consumer_pdata: Option<&[u8]>) {
+        to_cm_thread();
         match consumer_pdata {
             Some(pdata) => {
                 let mut wire = REJECT_HEADER.to_vec();
@@ -134,11 +149,13 @@ impl ConnIdOps<Verbs> for CmId {
     }
 
     fn establish(&self) {
+        to_cm_thread();
         // SAFETY: live id after a connect response.
         unsafe { ibv::rdma_establish(self.as_ptr()) };
     }
 
     fn disconnect(&self) -> std::io::Result<()> {
+        to_cm_thread();
         // SAFETY: a live id; disconnecting twice is harmless.
         check(unsafe { ibv::rdma_disconnect(self.as_ptr()) })
     }
@@ -175,6 +192,7 @@ impl ConnIdOps<Verbs> for CmId {
 /// in port space `ps` (RDMA_PS_TCP for RC, RDMA_PS_UDP for UD resolution).
 pub fn create_id(channel: *mut ibv::rdma_event_channel, context: usize, ps: u32) -> std::io::Result<CmId> {
     let mut id: *mut ibv::rdma_cm_id = std::ptr::null_mut();
+    to_cm_thread();
     // SAFETY: live channel; id receives the new id.
     if unsafe { ibv::rdma_create_id(channel, &mut id, context as *mut libc::c_void, ps) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -192,6 +210,7 @@ pub fn listen(channel: *mut ibv::rdma_event_channel, addr: &libc::sockaddr_stora
     unsafe { (*(&mut addr as *mut _ as *mut libc::sockaddr_in)).sin_port = port.to_be() };
     // SAFETY: live id; addr is a valid sockaddr of the IA's family.
     let bound = unsafe { ibv::rdma_bind_addr(id.as_ptr(), &mut addr as *mut _ as *mut libc::sockaddr) } == 0;
+    to_cm_thread();
     // SAFETY: bound id.
     if !bound || unsafe { ibv::rdma_listen(id.as_ptr(), 128) } != 0 {
         let e = std::io::Error::last_os_error();
@@ -329,6 +348,7 @@ impl CmThread {
                     if unsafe { ibv::rdma_get_cm_event(ch.0, &mut ev) } != 0 {
                         break;
                     }
+                    dapl_core::tsan::acquire(&CM_EDGE);
                     // SAFETY: a valid event until acked below.
                     let r = std::panic::catch_unwind(|| dispatch(unsafe { &*ev }, handler));
                     // SAFETY: acking the event we got.
