@@ -287,12 +287,12 @@ pub unsafe extern "C" fn close<T: Provider>(h: DAT_IA_HANDLE, flags: DAT_CLOSE_F
         }
         // The CM thread stops first (joined), then the children go, listed
         // after it stopped (it may have made a CR just before). It posts
-        // async events to the async EVD without the CM lock (a verbs CQ or
-        // QP is destroyed under that lock, and its destroy waits for the
-        // thread to acknowledge their events), so an EVD freed while it ran
-        // could be written after its eventfd was closed (ThreadSanitizer,
-        // conformance cq_overflow: an 8-byte write to a closed, perhaps
-        // reused, descriptor).
+        // async events to the async EVD without the CM lock (an EP's verbs
+        // QP is destroyed under that lock, and the destroy waits for the
+        // thread to acknowledge the QP's async events), so an EVD freed
+        // while it ran could be written after its eventfd was closed
+        // (ThreadSanitizer, conformance cq_overflow: an 8-byte write to a
+        // closed, perhaps reused, descriptor).
         drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());
         let mut children = handle::children::<T>(ia.id(), None);
         children.sort_by(|a, b| b.rank.cmp(&a.rank));
