@@ -45,6 +45,11 @@ for f in target/release/libdat2.so.2 target/release/dat-fuzz ctest/build/conform
 done
 
 work=$(mktemp -d /tmp/dat-tsan.XXXXXX)
+# Removed however the run ends (a failed build exits early too), unless kept.
+finish() {
+	if [ "${TSAN_KEEP:-0}" = 1 ]; then note "outputs kept in $work"; else rm -rf "$work"; fi
+}
+trap finish EXIT
 reports=0
 failed=0
 note() { echo "tsan: $*"; }
@@ -193,5 +198,4 @@ if [ "$guest" = 1 ]; then
 fi
 
 note "$reports ThreadSanitizer reports, $failed failed"
-if [ "${TSAN_KEEP:-0}" = 1 ]; then note "outputs kept in $work"; else rm -rf "$work"; fi
 [ "$reports" = 0 ] && [ "$failed" = 0 ]
