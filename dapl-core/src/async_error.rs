@@ -3,20 +3,32 @@
 //! below its limit is the low-watermark event. Each backend object carries
 //! its DAT handle as its context, and handles are type-stable, so a late
 //! event for a freed object is recognised and dropped.
+//!
+//! The CM thread handles these without the CM lock (verbs destroys a QP
+//! under that lock, and the destroy waits for this thread to acknowledge
+//! the QP's events), so a consumer may be freeing the very object an event
+//! names: the objects are pinned while they are read, and `remove` waits
+//! for the pin before it drops one. CNO agents the event triggers run
+//! after the pins go, since an agent may free what was pinned.
 
 use crate::state::Provider;
 use crate::backend::AsyncEvent;
 use crate::ep::Ep;
 use crate::evd::{self, Evd};
-use crate::handle;
+use crate::handle::{self, Pinned};
+use crate::quiesce;
 use crate::srq::Srq;
 use dat_abi::*;
 
 pub fn handle_event<T: Provider>(ev: &AsyncEvent) {
+    quiesce::with_agents_held(|| report::<T>(ev))
+}
+
+fn report<T: Provider>(ev: &AsyncEvent) {
     match *ev {
         AsyncEvent::CqError { context } => {
             let h = context as DAT_HANDLE;
-            if let Ok(e) = handle::get::<Evd<T>>(h) {
+            if let Some(e) = handle::pin::<Evd<T>>(h) {
                 log::warn!("EVD {h:p}: completion queue overrun");
                 e.overflows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 e.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
@@ -26,7 +38,7 @@ pub fn handle_event<T: Provider>(ev: &AsyncEvent) {
         }
         AsyncEvent::QpError { context, code } => {
             let h = context as DAT_HANDLE;
-            if let Ok(ep) = handle::get::<Ep<T>>(h) {
+            if let Some(ep) = handle::pin::<Ep<T>>(h) {
                 log::warn!("EP {h:p}: QP error (async event {code})");
                 ep.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
                 ep.ia.counters.add(DCNT_IA_ASYNC_QP_ERROR, 1);
@@ -35,7 +47,7 @@ pub fn handle_event<T: Provider>(ev: &AsyncEvent) {
         }
         AsyncEvent::SrqLimitReached { context } | AsyncEvent::SrqError { context } => {
             let h = context as DAT_HANDLE;
-            if let Ok(s) = handle::get::<Srq<T>>(h) {
+            if let Some(s) = handle::pin::<Srq<T>>(h) {
                 s.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
                 // DAT names the reason, not an event number, for the low
                 // watermark; it comes as an async error about the SRQ.
@@ -52,12 +64,13 @@ pub fn handle_event<T: Provider>(ev: &AsyncEvent) {
 }
 
 fn post<T: Provider>(evd_h: DAT_EVD_HANDLE, number: DAT_EVENT_NUMBER, about: DAT_HANDLE, reason: DAT_COUNT) {
-    match handle::get::<Evd<T>>(evd_h) {
-        Ok(evd) => {
+    let evd: Option<Pinned<Evd<T>>> = handle::pin(evd_h);
+    match evd {
+        Some(evd) => {
             let mut e = evd::new_event(number);
             e.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA { dat_handle: about, reason };
             evd.post(evd_h, e);
         }
-        Err(_) => log::warn!("async event {number:#x} for {about:p}, but the IA has no async EVD"),
+        None => log::warn!("async event {number:#x} for {about:p}, but the IA has no async EVD"),
     }
 }

@@ -522,3 +522,48 @@ fn a_connect_and_an_accept_racing_for_one_ep_never_both_take_it() {
     // SAFETY: a live IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
+
+static AGENT_EP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static AGENT_FREE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
+
+unsafe extern "C" fn free_the_ep(_data: DAT_PVOID, _evd: DAT_EVD_HANDLE) {
+    // SAFETY: the EP the test stored, freed as a consumer's agent would.
+    let r = unsafe { ep::free::<T>(AGENT_EP.load(Ordering::SeqCst) as DAT_EP_HANDLE) };
+    AGENT_FREE.store(r as i64, Ordering::SeqCst);
+}
+
+/// An async event pins the EP it names while it reads it, and a CNO agent
+/// the event fires may free that EP: the agent runs once the pin is gone
+/// (inside it, the free would wait for its own thread's pin for ever).
+#[test]
+fn an_agent_fired_by_an_async_event_may_free_the_ep_it_names() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-async-agent");
+    let async_evd = crate::handle::get::<crate::ia::Ia<T>>(s.ia).unwrap().async_evd();
+    AGENT_EP.store(s.ep as usize, Ordering::SeqCst);
+    AGENT_FREE.store(-1, Ordering::SeqCst);
+    let mut cno = null_mut();
+    let agent = DAT_OS_WAIT_PROXY_AGENT { instance_data: null_mut(), proxy_agent_func: Some(free_the_ep) };
+    // SAFETY: live handles and a valid out-pointer.
+    unsafe {
+        ok(crate::cno::create::<T>(s.ia, agent, &mut cno));
+        ok(evd::modify_cno::<T>(async_evd, cno));
+    }
+    let ep_addr = s.ep as usize;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        crate::async_error::handle_event::<T>(&crate::backend::AsyncEvent::QpError { context: ep_addr, code: 5 });
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the async event's handler never returned");
+    assert_eq!(AGENT_FREE.load(Ordering::SeqCst), DAT_SUCCESS as i64, "the agent's dat_ep_free");
+    let e = dequeue(async_evd).expect("the async EVD holds the event");
+    assert_eq!(e.event_number, DAT_ASYNC_ERROR_EP_BROKEN);
+    // SAFETY: the event number says which member is filled.
+    assert_eq!(unsafe { e.event_data.asynch_error_event_data.dat_handle } as usize, ep_addr);
+    // SAFETY: a freed EP handle, refused; then the IA and what is left of it.
+    unsafe {
+        assert_eq!(ep::free::<T>(s.ep), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP));
+        ok(ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG));
+    }
+}

@@ -128,13 +128,70 @@ pub fn insert<O: Object>(value: O, provider: *mut DAT_PROVIDER) -> DAT_HANDLE {
 pub fn remove<O: Object>(h: DAT_HANDLE) -> bool {
     // SAFETY: callers pass handles that `get::<O>` accepted: a live slot of O.
     let slot: &'static Slot<O> = unsafe { &*(h as *const Slot<O>) };
-    if slot.header.tag.compare_exchange(tag_of::<O>(), DEAD, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    // SeqCst, as in `pin`: of this swap and a pinner's claim, whichever
+    // comes second sees the other.
+    if slot.header.tag.compare_exchange(tag_of::<O>(), DEAD, Ordering::SeqCst, Ordering::Acquire).is_err() {
         return false;
     }
-    // SAFETY: we won the tag race, so the body is initialised and ours to drop.
+    wait_unpinned::<O::P>(h as usize);
+    // SAFETY: we won the tag race, so the body is initialised and ours to
+    // drop, and no pin names it any more.
     unsafe { (*slot.body.get()).assume_init_drop() };
     free_list::<O>().push_back(slot as *const Slot<O> as usize);
     true
+}
+
+/// A live object that `remove` will not drop (nor its slot reuse) until
+/// this is dropped. For threads that reach objects without the CM lock
+/// while consumers may free them: the CM thread reporting a device async
+/// event. The holder must not free the object itself, nor run consumer
+/// code (a CNO agent may free it) while it holds the pin.
+pub struct Pinned<O: Object> {
+    object: &'static O,
+    cell: &'static AtomicUsize,
+}
+
+impl<O: Object> std::ops::Deref for Pinned<O> {
+    type Target = O;
+    fn deref(&self) -> &O {
+        self.object
+    }
+}
+
+impl<O: Object> Drop for Pinned<O> {
+    fn drop(&mut self) {
+        self.cell.store(0, Ordering::Release);
+    }
+}
+
+/// Pins the object behind `h` if it is a live `O` of ours.
+pub fn pin<O: Object>(h: DAT_HANDLE) -> Option<Pinned<O>> {
+    let hdr = ours::<O::P>(h)?;
+    let cells = &O::P::state().pins;
+    let cell = loop {
+        if let Some(c) = cells.iter().find(|c| c.compare_exchange(0, h as usize, Ordering::SeqCst, Ordering::Relaxed).is_ok()) {
+            break c;
+        }
+        std::thread::yield_now();
+    };
+    // The claim is made before the tag is read (SeqCst both): a `remove`
+    // whose swap comes later waits for the cell, one that came earlier is
+    // seen here as a dead tag.
+    if hdr.tag.load(Ordering::SeqCst) != tag_of::<O>() {
+        cell.store(0, Ordering::Release);
+        return None;
+    }
+    // SAFETY: the tag says an O is initialised here (as in `get`), and the
+    // pin keeps `remove` from dropping it until the Pinned goes.
+    let object = unsafe { (*(*(h as *const Slot<O>)).body.get()).assume_init_ref() };
+    Some(Pinned { object, cell })
+}
+
+/// Waits until no pin names `h` (whose tag `remove` has just killed).
+fn wait_unpinned<T: Provider>(h: usize) {
+    while T::state().pins.iter().any(|c| c.load(Ordering::SeqCst) == h) {
+        std::thread::yield_now();
+    }
 }
 
 /// Handles at or below this are never ours (see `header`).
@@ -295,6 +352,49 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { context::<Mock>(h2).unwrap().as_64 }, 0);
         assert!(remove::<Thing>(h2));
+    }
+
+    /// A kind of its own (15), whose drop is seen.
+    struct Watched(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Object for Watched {
+        type P = Mock;
+        const TYPE: DAT_HANDLE_TYPE = 15;
+        const INVALID: u32 = DAT_INVALID_HANDLE_EP;
+    }
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn remove_waits_for_a_pin() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        use std::time::{Duration, Instant};
+        // SAFETY: an all-zero DAT_PROVIDER is all-None function slots and NULL pointers.
+        let table = Mock::state().tables.find_or_add("handle-test", || unsafe { std::mem::zeroed() }).unwrap();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let h = insert(Watched(dropped.clone()), table);
+        let pinned = pin::<Watched>(h).expect("a live object pins");
+        let addr = h as usize;
+        let remover = std::thread::spawn(move || remove::<Watched>(addr as DAT_HANDLE));
+        // The handle dies at once for everyone else...
+        let start = Instant::now();
+        while get::<Watched>(h).is_ok() {
+            assert!(start.elapsed() < Duration::from_secs(10), "remove never killed the tag");
+            std::thread::yield_now();
+        }
+        assert!(pin::<Watched>(h).is_none(), "a dead handle does not pin");
+        // ...but the body is not dropped while the pin holds it.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!dropped.load(Ordering::SeqCst), "remove dropped a pinned object");
+        assert!(!remover.is_finished());
+        assert!(!pinned.0.load(Ordering::SeqCst));
+        drop(pinned);
+        assert!(remover.join().unwrap());
+        assert!(dropped.load(Ordering::SeqCst));
+        assert!(Mock::state().pins.iter().all(|c| c.load(Ordering::SeqCst) != addr), "the pin's cell was given back");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::ffi::CStr;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// A transport the core is instantiated on: the backend's `Transport`, plus
 /// what `provider!` adds in the backend's crate.
@@ -46,6 +46,11 @@ pub trait Upcalls<T: Provider> {
 /// is 12); `handle` keeps a list of freed slots for each.
 pub const KINDS: usize = 16;
 
+/// Handles pinned at once, across all IAs: each CM thread pins at most two
+/// while it reports a device async event; a pinner finding every cell
+/// taken waits for one.
+pub const PINS: usize = 16;
+
 /// The per-transport statics. Fields are named for the module that owns them.
 pub struct State<T: Transport> {
     /// `table`: one provider table per IA name registered.
@@ -57,6 +62,9 @@ pub struct State<T: Transport> {
     pub(crate) free_slots: [Mutex<VecDeque<usize>>; KINDS],
     /// `handle`: every slot ever made, by kind (slots are never freed).
     pub(crate) all_slots: [Mutex<Vec<usize>>; KINDS],
+    /// `handle`: the handles a thread outside the CM lock is using now
+    /// (`pin`), 0 in a free cell.
+    pub(crate) pins: [AtomicUsize; PINS],
     /// `quiesce`: held while a connection event is handled.
     pub(crate) cm: Mutex<()>,
     /// `srq`: the EP behind each QP number that takes receives from an SRQ.
@@ -72,6 +80,7 @@ impl<T: Transport> State<T> {
             instances: Mutex::new(None),
             free_slots: [const { Mutex::new(VecDeque::new()) }; KINDS],
             all_slots: [const { Mutex::new(Vec::new()) }; KINDS],
+            pins: [const { AtomicUsize::new(0) }; PINS],
             cm: Mutex::new(()),
             srq_qps: Mutex::new(None),
             ahs: Mutex::new(Vec::new()),
