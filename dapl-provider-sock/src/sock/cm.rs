@@ -367,6 +367,17 @@ pub struct Events {
     thread: Option<JoinHandle<()>>,
 }
 
+/// The handle an async event names (0: none).
+pub fn context_of(a: &AsyncEvent) -> usize {
+    match *a {
+        AsyncEvent::CqError { context }
+        | AsyncEvent::QpError { context, .. }
+        | AsyncEvent::SrqLimitReached { context }
+        | AsyncEvent::SrqError { context } => context,
+        AsyncEvent::Other { .. } => 0,
+    }
+}
+
 fn dispatch(ev: Ev, on_cm: CmHandler<Sock>, on_async: AsyncHandler) {
     match ev {
         Ev::Async(a) => {
@@ -411,6 +422,7 @@ impl Events {
         let wake = eventfd()?;
         let s = stop.clone();
         let thread = std::thread::Builder::new().name("daplsock-cm".into()).spawn(move || {
+            super::role::become_event_thread();
             while !s.load(Ordering::Acquire) {
                 let next = tick();
                 let mut fds = [
@@ -422,11 +434,19 @@ impl Events {
                 unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
                 drain(shared.ev_fd);
                 loop {
-                    let ev = lock(&shared.events).pop_front();
+                    let ev = {
+                        let mut q = lock(&shared.events);
+                        let ev = q.pop_front();
+                        if let Some(Ev::Async(a)) = &ev {
+                            shared.dispatching.store(context_of(a), Ordering::Release);
+                        }
+                        ev
+                    };
                     match ev {
                         Some(ev) => dispatch(ev, on_cm, on_async),
                         None => break,
                     }
+                    shared.dispatching.store(0, Ordering::Release);
                 }
             }
         })?;

@@ -28,6 +28,8 @@ pub struct CqInner {
     context: AtomicUsize,
     /// Set once overrun: the queue is in error, as a device's would be.
     broken: std::sync::atomic::AtomicBool,
+    /// The DAT EVD went (`Shared::forget_async`): no more async events.
+    gone: std::sync::atomic::AtomicBool,
     shared: Arc<Shared>,
 }
 
@@ -48,7 +50,7 @@ impl CqInner {
                 drop(r);
                 if !self.broken.swap(true, Ordering::AcqRel) {
                     log::warn!("sock CQ overrun (depth {})", self.depth.load(Ordering::Relaxed));
-                    self.shared.post_async(AsyncEvent::CqError { context: self.context.load(Ordering::Acquire) });
+                    self.shared.post_async(&self.gone, AsyncEvent::CqError { context: self.context.load(Ordering::Acquire) });
                 }
                 return;
             }
@@ -93,6 +95,13 @@ impl Drop for CqInner {
 
 pub struct Cq(pub Arc<CqInner>);
 
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // QPs, and the engine through them, may hold the queue a while yet.
+        self.0.shared.forget_async(&self.0.gone, self.0.context.load(Ordering::Acquire));
+    }
+}
+
 impl Cq {
     pub fn create(shared: &Arc<Shared>, depth: i32) -> io::Result<Cq> {
         let depth = depth.max(1) as usize;
@@ -104,6 +113,7 @@ impl Cq {
             fd: eventfd()?,
             context: AtomicUsize::new(0),
             broken: std::sync::atomic::AtomicBool::new(false),
+            gone: std::sync::atomic::AtomicBool::new(false),
             shared: shared.clone(),
         })))
     }
@@ -174,5 +184,57 @@ impl CqOps for Cq {
 
     fn set_context(&self, h: DAT_HANDLE) {
         self.0.context.store(h as usize, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::cm::{Ev, context_of};
+    use super::super::device::lock;
+    use std::time::Duration;
+
+    fn queued_async(shared: &Shared) -> Vec<usize> {
+        lock(&shared.events).iter().filter_map(|e| if let Ev::Async(a) = e { Some(context_of(a)) } else { None }).collect()
+    }
+
+    fn overrun(cq: &CqInner) {
+        cq.broken.store(false, Ordering::Release);
+        cq.push(Completion::default(), false);
+        cq.push(Completion::default(), false);
+    }
+
+    /// A handle's slot is reused as soon as its object is freed: an overrun
+    /// event about a freed EVD, still queued or raised later by a QP that
+    /// holds the queue, would be reported about the next EVD in that slot.
+    #[test]
+    fn a_freed_evds_overrun_is_not_reported_after_it() {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        let cq = Cq::create(&shared, 1).unwrap();
+        cq.set_context(0x1040 as DAT_HANDLE);
+        overrun(&cq.0);
+        assert_eq!(queued_async(&shared), vec![0x1040]);
+        let held = cq.0.clone();
+        drop(cq);
+        assert_eq!(queued_async(&shared), Vec::<usize>::new(), "the freed EVD's event stayed queued");
+        overrun(&held);
+        assert_eq!(queued_async(&shared), Vec::<usize>::new(), "an overrun after the free was queued");
+    }
+
+    /// The event thread may be handling an event about the EVD being freed:
+    /// the free waits for it.
+    #[test]
+    fn a_free_waits_for_the_event_being_handled() {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        let cq = Cq::create(&shared, 1).unwrap();
+        cq.set_context(0x2040 as DAT_HANDLE);
+        shared.dispatching.store(0x2040, Ordering::Release);
+        let freeing = std::thread::spawn(move || drop(cq));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!freeing.is_finished(), "the free went on while the event thread handled an event about it");
+        shared.dispatching.store(0, Ordering::Release);
+        freeing.join().unwrap();
     }
 }

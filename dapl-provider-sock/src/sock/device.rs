@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::io;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -81,6 +81,9 @@ pub struct Shared {
     /// Connection and async events for the event thread, and its doorbell.
     pub events: Mutex<VecDeque<cm::Ev>>,
     pub ev_fd: i32,
+    /// The context of the async event the event thread took from `events`
+    /// and is handling now (0: none); set under `events`' lock.
+    pub dispatching: AtomicUsize,
     pub stop: AtomicBool,
     /// Listening ports: the ids listening for connections and for UD
     /// resolutions on each (0: none). rdma_cm keeps these in separate port
@@ -112,6 +115,7 @@ impl Shared {
             cmds: Mutex::new(VecDeque::new()),
             events: Mutex::new(VecDeque::new()),
             ev_fd: eventfd()?,
+            dispatching: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             ports: Mutex::new(std::collections::HashMap::new()),
             engine: SpinLock::new(None),
@@ -201,8 +205,38 @@ impl Shared {
         signal(self.ev_fd);
     }
 
-    pub fn post_async(&self, a: AsyncEvent) {
-        self.post_event(cm::Ev::Async(a));
+    /// Queues an async event about an object unless the object is `gone`
+    /// (see `forget_async`): read under the queue's lock, so an event is
+    /// either queued before the owner's purge or not at all.
+    pub fn post_async(&self, gone: &AtomicBool, a: AsyncEvent) {
+        let mut q = lock(&self.events);
+        if gone.load(Ordering::Acquire) {
+            return;
+        }
+        q.push_back(cm::Ev::Async(a));
+        drop(q);
+        signal(self.ev_fd);
+    }
+
+    /// The object whose async events name `context` is going: no event
+    /// about it is queued after this, the queued ones are dropped, and one
+    /// the event thread is handling is finished first. Its handle's slot
+    /// may be reused at once, and a late event would name the new object
+    /// (verbs gets the same from the kernel: a destroy waits for its
+    /// object's events to be acknowledged).
+    pub fn forget_async(&self, gone: &AtomicBool, context: usize) {
+        gone.store(true, Ordering::Release);
+        if context == 0 {
+            return;
+        }
+        lock(&self.events).retain(|e| !matches!(e, cm::Ev::Async(a) if cm::context_of(a) == context));
+        // The event thread itself (a CNO agent it runs frees the object)
+        // is past its use of the object.
+        if !super::role::on_event_thread() {
+            while self.dispatching.load(Ordering::Acquire) == context {
+                std::thread::yield_now();
+            }
+        }
     }
 }
 

@@ -1220,7 +1220,7 @@ impl Progress {
         }
         if let (End::Protocol, Some(q)) = (why, c.qp.as_ref()) {
             // A QP whose peer broke the protocol failed on its own: say so.
-            self.shared.post_async(dapl_core::backend::AsyncEvent::QpError { context: q.context, code: libc::EPROTO as u32 });
+            self.shared.post_async(&q.gone, dapl_core::backend::AsyncEvent::QpError { context: q.context, code: libc::EPROTO as u32 });
         }
         let errno = match why {
             End::Lost(e) => e,

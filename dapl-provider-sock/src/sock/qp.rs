@@ -169,6 +169,8 @@ pub struct QpInner {
     pub recv_cq: Arc<CqInner>,
     pub srq: Option<Arc<SrqInner>>,
     pub context: usize,
+    /// The DAT EP went (`Shared::forget_async`): no more async events.
+    pub gone: AtomicBool,
     pub ud: bool,
     pub state: AtomicU8,
     pub sq: SpinLock<SendQueue>,
@@ -501,6 +503,8 @@ impl Drop for Qp {
             m.remove(&self.0.num);
         }
         self.0.state.store(ERROR, Ordering::Release);
+        // The engine may hold the QP's connection, and fail it, a while yet.
+        self.0.shared.forget_async(&self.0.gone, self.0.context);
         if self.0.ud {
             self.0.shared.command(Cmd::UdRemove(self.0.num));
         }
@@ -554,6 +558,7 @@ impl Qp {
             recv_cq: recv_cq.0.clone(),
             srq: srq.map(|s| s.0.clone()),
             context: context as usize,
+            gone: AtomicBool::new(false),
             ud: caps.datagram,
             state: AtomicU8::new(RESET),
             sq: SpinLock::new(SendQueue::new(depth(caps.send_wr), caps.send_sge.max(1) as usize)),

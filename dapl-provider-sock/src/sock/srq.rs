@@ -112,6 +112,8 @@ pub struct SrqInner {
     limit: AtomicU32,
     context: AtomicUsize,
     pub starved: AtomicBool,
+    /// The DAT SRQ went (`Shared::forget_async`): no more async events.
+    gone: AtomicBool,
     shared: Arc<Shared>,
 }
 
@@ -123,13 +125,20 @@ impl SrqInner {
         };
         let limit = self.limit.load(Ordering::Acquire);
         if got && limit > 0 && (left as u32) < limit && self.limit.swap(0, Ordering::AcqRel) != 0 {
-            self.shared.post_async(AsyncEvent::SrqLimitReached { context: self.context.load(Ordering::Acquire) });
+            self.shared.post_async(&self.gone, AsyncEvent::SrqLimitReached { context: self.context.load(Ordering::Acquire) });
         }
         got
     }
 }
 
 pub struct Srq(pub Arc<SrqInner>);
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        // QPs that took receives from it may hold the queue a while yet.
+        self.0.shared.forget_async(&self.0.gone, self.0.context.load(Ordering::Acquire));
+    }
+}
 
 impl Srq {
     pub fn create(pd: &Pd, max_wr: u32, max_sge: u32, limit: u32) -> io::Result<Srq> {
@@ -140,6 +149,7 @@ impl Srq {
             ring: SpinLock::new(RecvRing::new(max_wr.max(1) as usize, max_sge.max(1) as usize)),
             limit: AtomicU32::new(limit),
             context: AtomicUsize::new(0),
+            gone: AtomicBool::new(false),
             starved: AtomicBool::new(false),
             shared: pd.shared.clone(),
         })))
@@ -177,7 +187,7 @@ impl SrqOps<Sock> for Srq {
         // Already below the new limit: verbs raises the event at once.
         let left = self.0.ring.lock().len() as u32;
         if limit > 0 && left < limit && self.0.limit.swap(0, Ordering::AcqRel) != 0 {
-            self.0.shared.post_async(AsyncEvent::SrqLimitReached { context: self.0.context.load(Ordering::Acquire) });
+            self.0.shared.post_async(&self.0.gone, AsyncEvent::SrqLimitReached { context: self.0.context.load(Ordering::Acquire) });
         }
         Ok(())
     }
