@@ -819,6 +819,23 @@ static void case_cr_errors(void)
 			CHECK_RC(dat_ep_free(u), DAT_SUCCESS, "dat_ep_free(the UD EP)");
 		}
 	}
+	if (!g_ref) {
+		/* An EP of another IA cannot take the CR: the connection lives in the CR's IA, and the
+		 * other IA's EP would never hear of its end (ours: dat-fuzz found one stuck disconnecting
+		 * once the CR's IA closed). The CR is left to a right EP. */
+		DAT_IA_HANDLE ia2 = open_ia(g_ia2);
+		DAT_PZ_HANDLE pz2 = ia2 ? make_pz(ia2) : NULL;
+		DAT_EVD_HANDLE dto2 = ia2 ? make_evd(ia2, 8, DAT_EVD_DTO_FLAG) : NULL;
+		DAT_EVD_HANDLE conn2 = ia2 ? make_evd(ia2, 8, DAT_EVD_CONNECTION_FLAG) : NULL;
+		DAT_EP_ATTR oa = small_attr(8, 1);
+		DAT_EP_HANDLE o = NULL;
+
+		if (pz2 && dto2 && conn2 && CALL(dat_ep_create(ia2, pz2, dto2, dto2, conn2, &oa, &o)) == DAT_SUCCESS)
+			CHECK_RC(dat_cr_accept(cr, o, 0, NULL), BAD_HANDLE(DAT_INVALID_HANDLE_EP),
+				 "dat_cr_accept(an EP of another IA)");
+		if (ia2)
+			close_ia(ia2, DAT_CLOSE_ABRUPT_FLAG, "the second IA");
+	}
 	CHECK_RC(dat_cr_reject(cr, 145, pd), BAD_ARG(DAT_INVALID_ARG2), "dat_cr_reject(145 bytes)");
 	CHECK_RC(dat_cr_reject(cr, 4, NULL), BAD_ARG(DAT_INVALID_ARG3), "dat_cr_reject(4 bytes at NULL)");
 	CHECK_RC(dat_cr_accept(cr, p.b.ep, 0, NULL), DAT_SUCCESS, "dat_cr_accept");

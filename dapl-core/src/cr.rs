@@ -80,8 +80,13 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
             Err(e) => return e,
         };
         let ep_h = if ep_h.is_null() { cr.ep as DAT_EP_HANDLE } else { ep_h };
+        // The EP must be the CR's IA's, as for an RSP: the connection lives
+        // in that IA's connection manager, and an EP of another IA never
+        // heard of its end (found by dat-fuzz: closing the CR's IA left the
+        // other IA's EP connected, and then stuck disconnecting).
         let ep = match ep::get::<T>(ep_h) {
-            Ok(e) => e,
+            Ok(e) if std::ptr::eq(e.ia, cr.ia) => e,
+            Ok(_) => return invalid_handle(DAT_INVALID_HANDLE_EP),
             Err(e) => return e,
         };
         if psize < 0 || psize as usize > T::MAX_ACCEPT_PDATA {
