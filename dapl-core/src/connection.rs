@@ -231,7 +231,7 @@ fn handle_event_locked<T: Provider>(ev: &CmEvent<T>) -> Option<T::ConnId> {
             // The requester gave up before we accepted: the CR stays for the
             // consumer, and accepting it will fail.
             if let Ok(cr) = handle::get::<Cr<T>>(owner) {
-                if matches!(ev.kind, CmEventKind::Disconnected | CmEventKind::ConnectError) {
+                if matches!(ev.kind, CmEventKind::Disconnected | CmEventKind::ConnectError | CmEventKind::Rejected { .. }) {
                     return cr.id.take();
                 }
             }

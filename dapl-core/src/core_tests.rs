@@ -567,3 +567,42 @@ fn an_agent_fired_by_an_async_event_may_free_the_ep_it_names() {
         ok(ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG));
     }
 }
+
+/// A request the connection manager no longer holds acceptable (rdma_cm:
+/// the requester left, and moving the QP through its id fails with EINVAL)
+/// is a state of the CR, not an internal error (dat-fuzz over verbs); the
+/// EP is given back and the CR can still be rejected. Once the requester's
+/// REJ arrives as an event, the CR has no id left and refuses at once.
+#[test]
+fn accepting_a_request_whose_requester_left_is_invalid_state() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-left");
+    let mut psp_h = null_mut();
+    // SAFETY: a consumer PSP on the CR-capable EVD.
+    ok(unsafe { psp::create::<T>(s.ia, 7003, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
+    let cr_of = |req: Id| {
+        assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, &[])).is_none());
+        let e = dequeue(s.conn).expect("a connection request");
+        // SAFETY: the event number names the member.
+        unsafe { e.event_data.cr_arrival_event_data }.cr_handle
+    };
+    let first = cr_of(Id::request());
+    mock::QP_MOVE_FAILS.store(libc::EINVAL, Ordering::Relaxed);
+    // SAFETY: a live CR and EP.
+    let r = unsafe { cr::accept::<T>(first, s.ep, 0, null_mut()) };
+    mock::QP_MOVE_FAILS.store(0, Ordering::Relaxed);
+    assert_eq!(r, dat_abi::status::invalid_state(0));
+    assert_eq!(state(s.ep), DAT_EP_STATE_UNCONNECTED, "the EP is given back");
+    // SAFETY: the CR is still there to reject.
+    ok(unsafe { cr::reject::<T>(first, 0, null_mut()) });
+
+    let req = Id::request();
+    let second = cr_of(req);
+    let gone = connection::handle_event::<T>(&event(CmEventKind::Rejected { by_consumer: false }, req, second as usize, &[]));
+    assert!(gone.is_some(), "the requester's REJ takes the CR's id, to be destroyed");
+    // SAFETY: a live CR (without its id) and EP.
+    assert_eq!(unsafe { cr::accept::<T>(second, s.ep, 0, null_mut()) }, dat_abi::status::invalid_state(0));
+    assert_eq!(state(s.ep), DAT_EP_STATE_UNCONNECTED);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

@@ -129,8 +129,16 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
         let (resp, init) = ep.read_depths();
         let moved = ep.with_qp(|q| q.connect_via(&id, resp, init));
         if !matches!(moved, Some(Ok(()))) {
-            log::warn!("accept: QP to RTS failed: {moved:?}");
             cr.id.set(Some(id));
+            // EINVAL from the connection manager's QP attributes: it no
+            // longer holds the request acceptable (rdma_cm: the requester
+            // left or it timed out, and its event may still be on its way).
+            // A state of the CR, not a fault of ours (dat-fuzz over verbs).
+            if matches!(&moved, Some(Err(e)) if e.raw_os_error() == Some(libc::EINVAL)) {
+                log::info!("accept: the request can no longer be accepted (its requester left?)");
+                return give_back(invalid_state(0));
+            }
+            log::warn!("accept: QP to RTS failed: {moved:?}");
             return give_back(error(DAT_INTERNAL_ERROR, 0));
         }
         let pdata: &[u8] = if psize > 0 {

@@ -405,12 +405,18 @@ impl QpOps<Mock> for Qp {
         if us > 0 {
             std::thread::sleep(std::time::Duration::from_micros(us));
         }
-        Ok(())
+        match QP_MOVE_FAILS.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => Ok(()),
+            errno => Err(io::Error::from_raw_os_error(errno)),
+        }
     }
 }
 
 /// How long moving a QP to RTS takes, in µs (0 by default).
 pub static QP_MOVE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The errno moving a QP to RTS fails with (0: it does not).
+pub static QP_MOVE_FAILS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 impl Qp {
     /// Delivers a message of `len` bytes into the oldest posted receive.
