@@ -38,7 +38,7 @@ fn setup(name: &str) -> Setup {
     unsafe {
         ok(crate::open::open::<T>(cname.as_ptr() as DAT_NAME_PTR, 8, &mut async_evd, &mut ia));
         ok(pz::create::<T>(ia, &mut pz));
-        ok(evd::create::<T>(ia, 16, null_mut(), DAT_EVD_DTO_FLAG, &mut dto));
+        ok(evd::create::<T>(ia, 16, null_mut(), DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, &mut dto));
         ok(evd::create::<T>(ia, 16, null_mut(), DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG, &mut conn));
         ok(ep::create::<T>(ia, pz, dto, dto, conn, std::ptr::null(), &mut ep));
     }
@@ -603,6 +603,46 @@ fn accepting_a_request_whose_requester_left_is_invalid_state() {
     // SAFETY: a live CR (without its id) and EP.
     assert_eq!(unsafe { cr::accept::<T>(second, s.ep, 0, null_mut()) }, dat_abi::status::invalid_state(0));
     assert_eq!(state(s.ep), DAT_EP_STATE_UNCONNECTED);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}
+
+/// Rebinding a bound type 2 window posts an invalidate first, under the
+/// bind's cookie: when that fails, the consumer still gets one event for
+/// its one dat_rmr_bind (the bind's, flushed), not two (dat-fuzz over
+/// verbs: the invalidate's error and the bind's flush, one cookie twice).
+#[test]
+fn a_rebind_whose_invalidate_fails_completes_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-rebind");
+    connect(&s, &[]);
+    let buf = vec![0u8; 4096];
+    let (mut lmr, mut lctx, mut rctx, mut rlen, mut raddr, mut rmr, mut rk) = (null_mut(), 0, 0, 0, 0, null_mut(), 0);
+    let t = |lctx| DAT_LMR_TRIPLET { lmr_context: lctx, virtual_address: buf.as_ptr() as u64, segment_length: 64 };
+    let events = || std::iter::from_fn(|| dequeue(s.dto)).map(|e| {
+        assert_eq!(e.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
+        // SAFETY: the event number names the member.
+        let d = unsafe { e.event_data.rmr_completion_event_data };
+        // SAFETY: a plain 8-byte union.
+        (unsafe { d.user_cookie.as_64 }, d.status)
+    }).collect::<Vec<_>>();
+    // SAFETY: consumer calls with live handles, our buffer and out-pointers.
+    unsafe {
+        let region = DAT_REGION_DESCRIPTION { for_va: buf.as_ptr() as DAT_PVOID };
+        ok(crate::lmr::create::<T>(s.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, s.pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+            &mut lmr, &mut lctx, &mut rctx, &mut rlen, &mut raddr));
+        ok(crate::rmr::create::<T>(s.pz, &mut rmr));
+        ok(crate::rmr::bind::<T>(rmr, lmr, &t(lctx), DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, s.ep,
+            DAT_RMR_COOKIE { as_64: 1 }, DAT_COMPLETION_DEFAULT_FLAG, &mut rk));
+    }
+    assert_eq!(events(), vec![(1, DAT_DTO_SUCCESS)]);
+    mock::INVALIDATE_FAILS.store(true, Ordering::Relaxed);
+    // SAFETY: as above; the window is bound, so its invalidate goes first.
+    let r = unsafe { crate::rmr::bind::<T>(rmr, lmr, &t(lctx), DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, s.ep,
+        DAT_RMR_COOKIE { as_64: 2 }, DAT_COMPLETION_DEFAULT_FLAG, &mut rk) };
+    mock::INVALIDATE_FAILS.store(false, Ordering::Relaxed);
+    ok(r);
+    assert_eq!(events(), vec![(2, DAT_DTO_ERR_FLUSHED)], "one event for the one bind");
     // SAFETY: a live IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }

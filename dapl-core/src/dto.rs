@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// `op` for a memory-window bind, which completes as an RMR event.
 pub const OP_RMR_BIND: u32 = 0x100;
+/// `op` for the invalidate a rebind of a bound type 2 window posts first:
+/// unsignaled, and no event of its own when it fails (the bind behind it
+/// is flushed and reports, once, under the same cookie).
+pub const OP_RMR_QUIET: u32 = 0x101;
 /// `op` for a receive posted to an SRQ: the EP is found from the QP number.
 pub const OP_SRQ_RECV: u32 = 0x200;
 
@@ -216,8 +220,7 @@ pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, 
     if !plain {
         // By value: the copy is made here, on the rare path, so the usual
         // one keeps the completion in registers.
-        other_event::<T>(*wc, &Posted { owner, cookie, len, op, rmr_context }, ev);
-        return true;
+        return other_event::<T>(*wc, &Posted { owner, cookie, len, op, rmr_context }, ev);
     }
     let len = if op == DAT_DTO_RECEIVE {
         <T::Up as Upcalls<T>>::ep_received(owner, wc, false);
@@ -251,9 +254,13 @@ struct Posted {
 /// data and the IB extension's operations.
 #[cold]
 #[inline(never)]
-fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) {
+fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) -> bool {
     let wc = &wc;
     let status = wc.status;
+    if slot.op == OP_RMR_QUIET {
+        log::warn!("RMR {:#x}: invalidating the window before its rebind failed (status {status}); the bind is flushed", slot.owner);
+        return false;
+    }
     if slot.op == OP_RMR_BIND {
         ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
         ev.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA {
@@ -261,7 +268,7 @@ fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) {
             user_cookie: DAT_RMR_COOKIE { as_64: slot.cookie },
             status,
         };
-        return;
+        return true;
     }
     let (owner, op) = if slot.op == OP_SRQ_RECV {
         (ep_of_qp::<T>(wc.qp_num), DAT_DTO_RECEIVE)
@@ -300,6 +307,7 @@ fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) {
         x.val.immed.data = wc.imm.unwrap_or(0);
         x.__bindgen_anon_1.remote_ah = DAT_IB_ADDR_HANDLE { ah: std::ptr::null_mut(), qpn, ..Default::default() };
     }
+    true
 }
 
 /// The IB-extension view of a DTO completion: (the DTO type to report, the

@@ -679,6 +679,7 @@ impl<T: Provider> Ep<T> {
         &self,
         owner: usize,
         cookie: u64,
+        op: u32,
         signaled: bool,
         post: impl FnOnce(&T::Qp, u64, bool) -> Result<(), i32>,
     ) -> Result<(), DAT_RETURN> {
@@ -691,7 +692,7 @@ impl<T: Provider> Ep<T> {
             return Err(invalid_state(DAT_INVALID_STATE_EP_EVD_REQUEST));
         }
         let (qp, ring) = self.send_queue()?;
-        let wr_id = ring.claim(owner, cookie, 0, crate::dto::OP_RMR_BIND, 0, signaled).ok_or_else(|| post_error(libc::ENOMEM))?;
+        let wr_id = ring.claim(owner, cookie, 0, op, 0, signaled).ok_or_else(|| post_error(libc::ENOMEM))?;
         post(qp, wr_id, signaled).map_err(|rc| {
             ring.unclaim(wr_id);
             post_error(rc)

@@ -379,6 +379,12 @@ impl QpOps<Mock> for Qp {
     }
 
     fn post_invalidate(&self, wr_id: u64, signaled: bool, _rkey: u32) -> Result<(), i32> {
+        if INVALIDATE_FAILS.load(Ordering::Relaxed) {
+            // As a device's: the failure completes even unsignaled, and
+            // leaves the QP in error, so what follows is flushed.
+            lock(&self.send).push_back(Completion { wr_id, status: DAT_DTO_ERR_LOCAL_PROTECTION, kind: CompletionKind::LocalInvalidate, ..Default::default() });
+            return Ok(());
+        }
         if signaled {
             lock(&self.send).push_back(Completion { wr_id, status: DAT_DTO_SUCCESS, kind: CompletionKind::LocalInvalidate, ..Default::default() });
         }
@@ -386,6 +392,10 @@ impl QpOps<Mock> for Qp {
     }
 
     fn post_bind(&self, wr_id: u64, signaled: bool, _mw: &Mw, _rkey: u32, _target: &WindowTarget<Mock>) -> Result<(), i32> {
+        if INVALIDATE_FAILS.load(Ordering::Relaxed) {
+            lock(&self.send).push_back(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, kind: CompletionKind::WindowBind, ..Default::default() });
+            return Ok(());
+        }
         if signaled {
             lock(&self.send).push_back(Completion { wr_id, status: DAT_DTO_SUCCESS, kind: CompletionKind::WindowBind, ..Default::default() });
         }
@@ -414,6 +424,9 @@ impl QpOps<Mock> for Qp {
 
 /// How long moving a QP to RTS takes, in µs (0 by default).
 pub static QP_MOVE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Invalidating a window fails (and flushes the binds behind it).
+pub static INVALIDATE_FAILS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The errno moving a QP to RTS fails with (0: it does not).
 pub static QP_MOVE_FAILS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);

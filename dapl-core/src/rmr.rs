@@ -7,6 +7,7 @@ use crate::handle::{self, Object};
 use crate::ia::Ia;
 use crate::lmr::Lmr;
 use crate::pz::Pz;
+use crate::dto::{OP_RMR_BIND, OP_RMR_QUIET};
 use crate::backend::{DeviceOps, MrOps, MwOps, PdOps, QpOps, WindowTarget};
 use dat_abi::status::{error, guard, invalid_arg};
 use dat_abi::*;
@@ -185,13 +186,13 @@ pub unsafe extern "C" fn bind<T: Provider>(
                         Err(e) => e,
                     };
                 }
-                ep.post_window_op(h as usize, cookie, signaled, |qp, wr_id, signaled| qp.post_invalidate(wr_id, signaled, current))
+                ep.post_window_op(h as usize, cookie, OP_RMR_BIND, signaled, |qp, wr_id, signaled| qp.post_invalidate(wr_id, signaled, current))
                     .map(|_| 0)
             } else {
                 if current != 0 {
                     // A bound type 2 window must be invalidated before it is
                     // bound again; the QP runs the two in order.
-                    if let Err(e) = ep.post_window_op(h as usize, cookie, false, |qp, wr_id, signaled| {
+                    if let Err(e) = ep.post_window_op(h as usize, cookie, OP_RMR_QUIET, false, |qp, wr_id, signaled| {
                         qp.post_invalidate(wr_id, signaled, current)
                     }) {
                         return e;
@@ -200,7 +201,7 @@ pub unsafe extern "C" fn bind<T: Provider>(
                 // Every bind takes a new 8-bit key, so an old rkey stops working.
                 let key = r.mw.next_rkey();
                 let Some(target) = target.as_ref() else { return invalid_arg(DAT_INVALID_ARG3) };
-                ep.post_window_op(h as usize, cookie, signaled, |qp, wr_id, signaled| {
+                ep.post_window_op(h as usize, cookie, OP_RMR_BIND, signaled, |qp, wr_id, signaled| {
                     qp.post_bind(wr_id, signaled, &r.mw, key, target)
                 })
                 .map(|_| {
@@ -216,7 +217,7 @@ pub unsafe extern "C" fn bind<T: Provider>(
             // The same checks and slot handling as a type 2 bind; a bind the
             // device refuses is the target's fault, as DAPL reports it.
             let mut refused = false;
-            let posted = ep.post_window_op(h as usize, cookie, signaled, |qp, wr_id, signaled| {
+            let posted = ep.post_window_op(h as usize, cookie, OP_RMR_BIND, signaled, |qp, wr_id, signaled| {
                 qp.bind_type1(wr_id, signaled, &r.mw, target.as_ref()).inspect_err(|&rc| {
                     log::warn!("binding a type 1 window: {}", std::io::Error::from_raw_os_error(rc));
                     refused = true;
