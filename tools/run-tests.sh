@@ -75,6 +75,8 @@ section guest-interop tools/rxe-vm/run-in-guest.sh ctest/guest/interop.sh
 section guest-rmr tools/rxe-vm/run-in-guest.sh ctest/guest/rmr.sh
 section guest-dat-perf tools/rxe-vm/run-in-guest.sh tools/dat-perf/guest-check.sh
 section guest-conformance tools/rxe-vm/run-in-guest.sh ctest/guest/conformance.sh
+# The stateful fuzzer over the verbs provider (90 s, a fresh seed), natively in the guest.
+section guest-fuzz tools/rxe-vm/run-in-guest.sh tools/dat-fuzz/guest-check.sh
 section guest-install tools/rxe-vm/run-in-guest.sh ctest/guest/install.sh
 # MVAPICH2 over our stack (and over the reference provider, side by side),
 # when the team's tarball is beside the clone (../shared/mpi/).

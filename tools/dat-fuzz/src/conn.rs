@@ -5,7 +5,6 @@
 
 use crate::exec::{EVENTS, Finding, Kind, Obj, Pick, STATS, Seq, St, hp};
 use crate::ops::{Addr, Op};
-use crate::target::Target;
 use dat_abi::*;
 use std::mem::zeroed;
 use std::ptr::null_mut;
@@ -51,7 +50,7 @@ impl Seq<'_> {
                     let mut sa: libc::sockaddr_storage = zeroed();
                     let sin = &mut sa as *mut _ as *mut libc::sockaddr_in;
                     (*sin).sin_family = libc::AF_INET as _;
-                    (*sin).sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+                    (*sin).sin_addr.s_addr = u32::from(crate::target::addr()).to_be();
                     let ap = match addr {
                         Addr::Loopback => &mut sa as *mut _ as DAT_IA_ADDRESS_PTR,
                         Addr::Null => null_mut(),
@@ -211,7 +210,7 @@ impl Seq<'_> {
                         return Ok(());
                     }
                     let p = self.pick_fit(evd, Kind::Evd, |o| waiting.contains(&o.h));
-                    let timeout = if self.target == Target::Sock { timeout_us * 10 } else { timeout_us };
+                    let timeout = if self.target.wire() { timeout_us * 10 } else { timeout_us };
                     let (mut e, mut n): (DAT_EVENT, DAT_COUNT) = (zeroed(), 0);
                     let r = (api.dat_evd_wait)(p.h, timeout, 1, &mut e, &mut n);
                     self.check("dat_evd_wait", p, r)?;
@@ -411,7 +410,7 @@ impl Seq<'_> {
         }
         let got = pdata_ok("dat_cr_query", param.private_data_size, param.private_data)?;
         // What the requester sent arrives (a transport may pad it).
-        if self.target == Target::Sock && ev.event_number == DAT_CONNECTION_REQUEST_EVENT && !handed
+        if self.target.wire() && ev.event_number == DAT_CONNECTION_REQUEST_EVENT && !handed
             && !self.connects.iter().any(|(q, sent)| crate::target::port_of(*q) == crate::target::port_of(sp_qual) && got.starts_with(sent))
         {
             return Err(format!("CR on qualifier {sp_qual} carries {} bytes of private data that no connect to it sent", got.len()));

@@ -28,6 +28,7 @@ use target::{Leak, Target};
 /// a seed makes a different sequence on each).
 const REGRESSIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions.txt");
 const REGRESSIONS_SOCK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions-sock.txt");
+const REGRESSIONS_IBV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions-ibv.txt");
 
 struct Args {
     target: Target,
@@ -40,15 +41,18 @@ struct Args {
     hang_secs: u64,
 }
 
-const USAGE: &str = "usage: dat-fuzz [--target mock|sock] [--lib-dir DIR] [--seconds N | --sequences N]
-                [--seed HEX] [--max-len N] [--confs N] [--hang-secs N]
-  --target      the provider under test: mock (the core in memory) or sock (default mock)
+const USAGE: &str = "usage: dat-fuzz [--target mock|sock|ibv] [--lib-dir DIR] [--seconds N | --sequences N]
+                [--seed HEX] [--max-len N] [--confs N] [--hang-secs N] [--ia-params S] [--addr IPV4]
+  --target      the provider under test: mock (the core in memory), sock (sockets over
+                loopback) or ibv (verbs; in the Soft-RoCE guest) (default mock)
   --lib-dir     where libdat2.so.2 and the provider are (default target/release)
   --seconds     run this long; --sequences: run this many sequences (default: 1000 sequences)
   --seed        the first sequence's seed, hex (default: from the clock; printed for a rerun)
   --max-len     most calls in one sequence (default 64)
   --confs       random dat.conf files fed to fresh registries (default 100)
   --hang-secs   a call running longer than this is a finding (default 60)
+  --ia-params   the dat.conf entry's ia_params (default: mock0 1, lo 0, dum0 0)
+  --addr        the IPv4 address connects dial: the IA's own (default 127.0.0.1)
 See tools/dat-fuzz/README.md.";
 
 /// Exits with the usage text and `why` on a bad command line (status 2),
@@ -81,7 +85,7 @@ fn parse() -> Args {
         let v = it.next().unwrap_or_else(|| usage_exit(Some(format!("{k} needs a value"))));
         let bad = |what: &str| -> ! { usage_exit(Some(format!("{k}: {what}, got {v:?}"))) };
         match k.as_str() {
-            "--target" => a.target = Target::parse(&v).unwrap_or_else(|| bad("mock or sock")),
+            "--target" => a.target = Target::parse(&v).unwrap_or_else(|| bad("mock, sock or ibv")),
             "--lib-dir" => a.lib_dir = PathBuf::from(&v),
             "--seconds" => a.seconds = Some(v.parse().unwrap_or_else(|_| bad("a number of seconds"))),
             "--sequences" => a.sequences = Some(v.parse().unwrap_or_else(|_| bad("a number"))),
@@ -89,6 +93,12 @@ fn parse() -> Args {
             "--max-len" => a.max_len = v.parse().unwrap_or_else(|_| bad("a number")),
             "--confs" => a.confs = v.parse().unwrap_or_else(|_| bad("a number")),
             "--hang-secs" => a.hang_secs = v.parse().unwrap_or_else(|_| bad("a number of seconds")),
+            "--ia-params" => {
+                let _ = target::IA_PARAMS.set(v.clone());
+            }
+            "--addr" => {
+                let _ = target::ADDR.set(v.parse().unwrap_or_else(|_| bad("an IPv4 address")));
+            }
             _ => usage_exit(Some(format!("unknown argument {k}"))),
         }
     }
@@ -166,7 +176,7 @@ fn main() {
         assert_eq!(r, 0, "dat_ia_open of {}: {}", target.name(), allowed::name(r));
         let leak = match target {
             Target::Mock => Leak::Mock(api::Live::attach(&provider).expect("libdaplmock.so not loaded by the registry")),
-            Target::Sock => Leak::Process,
+            Target::Sock | Target::Ibv => Leak::Process,
         };
         // SAFETY: the IA just opened.
         unsafe { (api.dat_ia_close)(ia, dat_abi::DAT_CLOSE_ABRUPT_FLAG) };
@@ -188,8 +198,12 @@ fn main() {
         let cases = (wanted - sequences.load(Ordering::Relaxed)).min(64) as u32;
         let config = Config {
             cases,
-            failure_persistence: Some(Box::new(FileFailurePersistence::Direct(if target == Target::Sock { REGRESSIONS_SOCK } else { REGRESSIONS }))),
-            max_shrink_iters: if target == Target::Sock { 1024 } else { 4096 },
+            failure_persistence: Some(Box::new(FileFailurePersistence::Direct(match target {
+                Target::Mock => REGRESSIONS,
+                Target::Sock => REGRESSIONS_SOCK,
+                Target::Ibv => REGRESSIONS_IBV,
+            }))),
+            max_shrink_iters: if target.wire() { 1024 } else { 4096 },
             ..Config::default()
         };
         let mut key = [0u8; 32];

@@ -11,6 +11,19 @@ pub enum Target {
     Mock,
     /// `libdaplsock.so.2`: the core on TCP/UDP sockets, over loopback.
     Sock,
+    /// `libdaplibv.so.2`: the core on verbs and rdma_cm, over the netdev
+    /// and address `--ia-params` and `--addr` name (the Soft-RoCE guest's).
+    Ibv,
+}
+
+/// Where the wire targets' connects go (`--addr`): loopback for sock.
+pub static ADDR: std::sync::OnceLock<std::net::Ipv4Addr> = std::sync::OnceLock::new();
+
+/// The provider's ia_params (`--ia-params`), unquoted.
+pub static IA_PARAMS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+pub fn addr() -> std::net::Ipv4Addr {
+    *ADDR.get().unwrap_or(&std::net::Ipv4Addr::LOCALHOST)
 }
 
 impl Target {
@@ -18,6 +31,7 @@ impl Target {
         match s {
             "mock" => Some(Target::Mock),
             "sock" => Some(Target::Sock),
+            "ibv" => Some(Target::Ibv),
             _ => None,
         }
     }
@@ -26,6 +40,7 @@ impl Target {
         match self {
             Target::Mock => "fuzz-mock",
             Target::Sock => "fuzz-sock",
+            Target::Ibv => "fuzz-ibv",
         }
     }
 
@@ -33,19 +48,27 @@ impl Target {
         lib_dir.join(match self {
             Target::Mock => "libdaplmock.so",
             Target::Sock => "libdaplsock.so.2",
+            Target::Ibv => "libdaplibv.so.2",
         })
     }
 
-    /// dat.conf's ia_params field (quoted).
-    pub fn ia_params(self) -> &'static str {
-        match self {
-            Target::Mock => "\"mock0 1\"",
-            Target::Sock => "\"lo 0\"",
-        }
+    /// dat.conf's ia_params field, quoted: `--ia-params`, or the target's own.
+    pub fn ia_params(self) -> String {
+        let own = match self {
+            Target::Mock => "mock0 1",
+            Target::Sock => "lo 0",
+            Target::Ibv => "dum0 0",
+        };
+        format!("\"{}\"", IA_PARAMS.get().map_or(own, String::as_str))
+    }
+
+    /// Connections form, data moves: every target but the mock.
+    pub fn wire(self) -> bool {
+        self != Target::Mock
     }
 
     pub fn profile(self) -> Profile {
-        Profile { wire: self == Target::Sock }
+        Profile { wire: self.wire() }
     }
 
     /// How long the end of a sequence waits for flushed completions and for
@@ -53,7 +76,7 @@ impl Target {
     pub fn settle(self) -> Duration {
         match self {
             Target::Mock => Duration::from_millis(20),
-            Target::Sock => Duration::from_secs(3),
+            Target::Sock | Target::Ibv => Duration::from_secs(3),
         }
     }
 }
