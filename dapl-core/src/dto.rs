@@ -220,7 +220,12 @@ pub fn event_from_completion<T: Provider>(wc: &Completion, evd: DAT_EVD_HANDLE, 
     if !plain {
         // By value: the copy is made here, on the rare path, so the usual
         // one keeps the completion in registers.
-        return other_event::<T>(*wc, &Posted { owner, cookie, len, op, rmr_context }, ev);
+        if op == OP_RMR_QUIET {
+            quiet_failed(owner, wc.status);
+            return false;
+        }
+        other_event::<T>(*wc, &Posted { owner, cookie, len, op, rmr_context }, ev);
+        return true;
     }
     let len = if op == DAT_DTO_RECEIVE {
         <T::Up as Upcalls<T>>::ep_received(owner, wc, false);
@@ -254,13 +259,9 @@ struct Posted {
 /// data and the IB extension's operations.
 #[cold]
 #[inline(never)]
-fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) -> bool {
+fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) {
     let wc = &wc;
     let status = wc.status;
-    if slot.op == OP_RMR_QUIET {
-        log::warn!("RMR {:#x}: invalidating the window before its rebind failed (status {status}); the bind is flushed", slot.owner);
-        return false;
-    }
     if slot.op == OP_RMR_BIND {
         ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
         ev.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA {
@@ -268,7 +269,7 @@ fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) -
             user_cookie: DAT_RMR_COOKIE { as_64: slot.cookie },
             status,
         };
-        return true;
+        return;
     }
     let (owner, op) = if slot.op == OP_SRQ_RECV {
         (ep_of_qp::<T>(wc.qp_num), DAT_DTO_RECEIVE)
@@ -307,7 +308,14 @@ fn other_event<T: Provider>(wc: Completion, slot: &Posted, ev: &mut DAT_EVENT) -
         x.val.immed.data = wc.imm.unwrap_or(0);
         x.__bindgen_anon_1.remote_ah = DAT_IB_ADDR_HANDLE { ah: std::ptr::null_mut(), qpn, ..Default::default() };
     }
-    true
+}
+
+/// The invalidate ahead of a rebind failed (it completes only then): no
+/// event of its own, the bind behind it reports, flushed.
+#[cold]
+#[inline(never)]
+fn quiet_failed(rmr: usize, status: DAT_DTO_COMPLETION_STATUS) {
+    log::warn!("RMR {rmr:#x}: invalidating the window before its rebind failed (status {status}); the bind is flushed");
 }
 
 /// The IB-extension view of a DTO completion: (the DTO type to report, the
