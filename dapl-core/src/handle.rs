@@ -161,13 +161,18 @@ impl<O: Object> std::ops::Deref for Pinned<O> {
 impl<O: Object> Drop for Pinned<O> {
     fn drop(&mut self) {
         self.cell.store(0, Ordering::Release);
+        O::P::state().pinning.fetch_sub(1, Ordering::Release);
     }
 }
 
 /// Pins the object behind `h` if it is a live `O` of ours.
 pub fn pin<O: Object>(h: DAT_HANDLE) -> Option<Pinned<O>> {
     let hdr = ours::<O::P>(h)?;
-    let cells = &O::P::state().pins;
+    let state = O::P::state();
+    // Counted before the claim: a `remove` that reads no pin being taken
+    // comes before this in the SeqCst order, so its swap is seen below.
+    state.pinning.fetch_add(1, Ordering::SeqCst);
+    let cells = &state.pins;
     let cell = loop {
         if let Some(c) = cells.iter().find(|c| c.compare_exchange(0, h as usize, Ordering::SeqCst, Ordering::Relaxed).is_ok()) {
             break c;
@@ -179,6 +184,7 @@ pub fn pin<O: Object>(h: DAT_HANDLE) -> Option<Pinned<O>> {
     // seen here as a dead tag.
     if hdr.tag.load(Ordering::SeqCst) != tag_of::<O>() {
         cell.store(0, Ordering::Release);
+        state.pinning.fetch_sub(1, Ordering::Release);
         return None;
     }
     // SAFETY: the tag says an O is initialised here (as in `get`), and the
@@ -189,7 +195,11 @@ pub fn pin<O: Object>(h: DAT_HANDLE) -> Option<Pinned<O>> {
 
 /// Waits until no pin names `h` (whose tag `remove` has just killed).
 fn wait_unpinned<T: Provider>(h: usize) {
-    while T::state().pins.iter().any(|c| c.load(Ordering::SeqCst) == h) {
+    let state = T::state();
+    if state.pinning.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    while state.pins.iter().any(|c| c.load(Ordering::SeqCst) == h) {
         std::thread::yield_now();
     }
 }

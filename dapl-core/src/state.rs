@@ -65,6 +65,9 @@ pub struct State<T: Transport> {
     /// `handle`: the handles a thread outside the CM lock is using now
     /// (`pin`), 0 in a free cell.
     pub(crate) pins: [AtomicUsize; PINS],
+    /// `handle`: pins held or being taken, so that a `remove` while none
+    /// is (nearly always) reads one word instead of every cell.
+    pub(crate) pinning: AtomicUsize,
     /// `quiesce`: held while a connection event is handled.
     pub(crate) cm: Mutex<()>,
     /// `srq`: the EP behind each QP number that takes receives from an SRQ.
@@ -81,6 +84,7 @@ impl<T: Transport> State<T> {
             free_slots: [const { Mutex::new(VecDeque::new()) }; KINDS],
             all_slots: [const { Mutex::new(Vec::new()) }; KINDS],
             pins: [const { AtomicUsize::new(0) }; PINS],
+            pinning: AtomicUsize::new(0),
             cm: Mutex::new(()),
             srq_qps: Mutex::new(None),
             ahs: Mutex::new(Vec::new()),
