@@ -104,6 +104,23 @@ fn connect(s: &Setup, accept_pdata: &[u8]) -> Id {
     id
 }
 
+/// A consumer PSP on the setup's CR-capable EVD, on `qual`.
+fn consumer_psp(s: &Setup, qual: DAT_CONN_QUAL) -> DAT_PSP_HANDLE {
+    let mut psp_h = null_mut();
+    // SAFETY: live IA and EVD, our out-pointer.
+    ok(unsafe { psp::create::<T>(s.ia, qual, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
+    psp_h
+}
+
+/// A connection request `req` to `psp_h`, and the CR it became.
+fn request(s: &Setup, psp_h: DAT_PSP_HANDLE, req: Id, pdata: &[u8]) -> DAT_CR_HANDLE {
+    assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, pdata)).is_none());
+    let e = dequeue(s.conn).expect("a connection request");
+    assert_eq!(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    // SAFETY: the event number names the member.
+    unsafe { e.event_data.cr_arrival_event_data }.cr_handle
+}
+
 #[test]
 fn receives_flush_as_events_when_the_ep_resets() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -224,15 +241,9 @@ fn a_consumer_reject_reaches_the_active_side_with_its_reason() {
 fn a_request_on_a_psp_becomes_a_cr_and_accepting_it_connects() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let s = setup("mock-passive");
-    let mut psp_h = null_mut();
-    // SAFETY: a consumer PSP on the CR-capable EVD.
-    ok(unsafe { psp::create::<T>(s.ia, 7002, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
+    let psp_h = consumer_psp(&s, 7002);
     let req = Id::request();
-    assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, b"hello")).is_none());
-    let e = dequeue(s.conn).expect("a connection request");
-    assert_eq!(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
-    // SAFETY: the event number names the member.
-    let cr_h = unsafe { e.event_data.cr_arrival_event_data }.cr_handle;
+    let cr_h = request(&s, psp_h, req, b"hello");
     assert_eq!(req.with(|i| i.context), cr_h as usize, "the request's events now name the CR");
     // SAFETY: DAT_CR_PARAM is plain C data, filled by the call.
     let mut p: DAT_CR_PARAM = unsafe { std::mem::zeroed() };
@@ -470,17 +481,12 @@ fn connection_private_data_outlives_later_events() {
 fn a_connect_and_an_accept_racing_for_one_ep_never_both_take_it() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let s = setup("mock-race");
-    let mut psp_h = null_mut();
-    // SAFETY: a consumer PSP on the CR-capable EVD.
-    ok(unsafe { psp::create::<T>(s.ia, 7003, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
+    let psp_h = consumer_psp(&s, 7003);
     let (mut connects, mut accepts) = (0, 0);
     // The accept moves the QP before it is done: the connect lands there.
     mock::QP_MOVE_US.store(50, Ordering::Relaxed);
     for _ in 0..500 {
-        let req = Id::request();
-        assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, &[])).is_none());
-        // SAFETY: the event number was checked by the accept test; here it is a CR arrival.
-        let cr_h = unsafe { dequeue(s.conn).expect("a connection request").event_data.cr_arrival_event_data }.cr_handle;
+        let cr_h = request(&s, psp_h, Id::request(), &[]);
         let mut ep_h = null_mut();
         // SAFETY: a consumer EP on the setup's PZ and EVDs.
         ok(unsafe { ep::create::<T>(s.ia, s.pz, s.dto, s.dto, s.conn, std::ptr::null(), &mut ep_h) });
@@ -577,16 +583,8 @@ fn an_agent_fired_by_an_async_event_may_free_the_ep_it_names() {
 fn accepting_a_request_whose_requester_left_is_invalid_state() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let s = setup("mock-left");
-    let mut psp_h = null_mut();
-    // SAFETY: a consumer PSP on the CR-capable EVD.
-    ok(unsafe { psp::create::<T>(s.ia, 7003, s.conn, DAT_PSP_CONSUMER_FLAG, &mut psp_h) });
-    let cr_of = |req: Id| {
-        assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, &[])).is_none());
-        let e = dequeue(s.conn).expect("a connection request");
-        // SAFETY: the event number names the member.
-        unsafe { e.event_data.cr_arrival_event_data }.cr_handle
-    };
-    let first = cr_of(Id::request());
+    let psp_h = consumer_psp(&s, 7003);
+    let first = request(&s, psp_h, Id::request(), &[]);
     mock::QP_MOVE_FAILS.store(libc::EINVAL, Ordering::Relaxed);
     // SAFETY: a live CR and EP.
     let r = unsafe { cr::accept::<T>(first, s.ep, 0, null_mut()) };
@@ -597,7 +595,7 @@ fn accepting_a_request_whose_requester_left_is_invalid_state() {
     ok(unsafe { cr::reject::<T>(first, 0, null_mut()) });
 
     let req = Id::request();
-    let second = cr_of(req);
+    let second = request(&s, psp_h, req, &[]);
     let gone = connection::handle_event::<T>(&event(CmEventKind::Rejected { by_consumer: false }, req, second as usize, &[]));
     assert!(gone.is_some(), "the requester's REJ takes the CR's id, to be destroyed");
     // SAFETY: a live CR (without its id) and EP.
