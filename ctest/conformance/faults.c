@@ -825,6 +825,93 @@ static void case_cancel_waiter(void)
 	close_ia(ia, DAT_CLOSE_GRACEFUL_FLAG, "close after cancelled waiters (GRACEFUL)");
 }
 
+/* Takes n completions off evd: every one a flushed receive, cookies
+ * base..base+n-1 each once. */
+static int all_flushed(DAT_EVD_HANDLE evd, int n, uint64_t base, const char *what)
+{
+	unsigned char seen[64] = { 0 };
+	DAT_DTO_COMPLETION_EVENT_DATA d;
+
+	for (int got = 0; got < n; got++) {
+		int st = next_dto(evd, 10 * SEC, &d, what);
+		uint64_t k = d.user_cookie.as_64 - base;
+
+		if (st < 0) {
+			fail("%s: %d of %d receives completed", what, got, n);
+			return 0;
+		}
+		if (k >= (uint64_t)n || k >= sizeof(seen) || seen[k]) {
+			fail("%s: cookie %#llx not posted here or reported twice", what,
+			     (unsigned long long)d.user_cookie.as_64);
+			return 0;
+		}
+		seen[k] = 1;
+		CHECK(d.ep_handle != NULL, "%s: completion without an EP", what);
+		CHECK(st == DAT_DTO_ERR_FLUSHED, "%s: receive %llu completed with %s, expected flushed", what,
+		      (unsigned long long)k, dto_status_name(st));
+	}
+	return 1;
+}
+
+static int post_recvs(DAT_EP_HANDLE ep, const struct mem *m, int n, uint64_t base, const char *what)
+{
+	for (int i = 0; i < n; i++) {
+		DAT_LMR_TRIPLET iov = triplet(m, (size_t)i * 64, 64);
+		DAT_DTO_COOKIE ck = { .as_64 = base + (uint64_t)i };
+
+		if (CALL(dat_ep_post_recv(ep, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG)) != DAT_SUCCESS) {
+			fail("%s: dat_ep_post_recv %d", what, i);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Receives still posted when an EP's QP is reset complete, flushed, each
+ * once: a device flushes in its own time after the move to the error state,
+ * and most verbs libraries (mlx4, mlx5, hns) clean a QP's completions off its
+ * CQs when it enters RESET. An abrupt disconnect of an unconnected EP (how
+ * DAT flushes its receives), round after round, and a reset of a
+ * disconnected EP whose receives were posted after the disconnect. */
+static void case_flush_before_reset(void)
+{
+	int rounds = getenv("CONF_FLUSH_ROUNDS") ? atoi(getenv("CONF_FLUSH_ROUNDS")) : 50;
+	struct client c;
+	struct pair p;
+	struct mem m;
+	DAT_EVENT ev;
+	char what[96];
+
+	if (!client_open(&c, 16))
+		goto out;
+	for (int r = 0; r < rounds; r++) {
+		uint64_t base = 0x100000 + (uint64_t)r * 64;
+
+		snprintf(what, sizeof(what), "abrupt disconnect of an unconnected EP, round %d", r);
+		if (!post_recvs(c.ep, &c.m, 16, base, what))
+			goto out;
+		CHECK_RC(dat_ep_disconnect(c.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(%s)", what);
+		if (!all_flushed(c.recv, 16, base, what))
+			goto out;
+	}
+	g_stats.faults++;
+
+	if (!pair_open(&p) || !mem_reg(p.ia, p.pz, 64 * 64, DAT_MEM_PRIV_ALL_FLAG, &m))
+		goto out2;
+	CHECK_RC(dat_ep_disconnect(p.a.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(connected A)");
+	if (!expect_ev(p.a.conn, WAIT_US, DAT_CONNECTION_EVENT_DISCONNECTED, &ev, "A's disconnect"))
+		goto out2;
+	if (!post_recvs(p.a.ep, &m, 8, 0x200000, "receives on a disconnected EP"))
+		goto out2;
+	CHECK_RC(dat_ep_reset(p.a.ep), DAT_SUCCESS, "dat_ep_reset(disconnected A, receives posted)");
+	if (all_flushed(p.a.recv, 8, 0x200000, "receives posted after the disconnect, then a reset"))
+		g_stats.faults++;
+out2:
+	pair_close(&p);
+out:
+	close_ia(c.ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close");
+}
+
 const struct tcase faults_cases[] = {
 	CASE("faults", peer_killed, 1),
 	CASE("faults", connect_no_listener, 1),
@@ -836,5 +923,6 @@ const struct tcase faults_cases[] = {
 	CASE("faults", close_frees_qualifier, 0),
 	CASE("faults", connect_close_releases, 0),
 	CASE("faults", cancel_waiter, 1),
+	CASE("faults", flush_before_reset, 1),
 };
 const int faults_ncases = sizeof(faults_cases) / sizeof(faults_cases[0]);

@@ -181,10 +181,7 @@ pub unsafe extern "C" fn disconnect<T: Provider>(h: DAT_EP_HANDLE, flags: DAT_CL
                 // Nothing to tear down; an abrupt disconnect still flushes
                 // posted receives, and the EP stays usable.
                 if flags == DAT_CLOSE_ABRUPT_FLAG {
-                    ep.with_qp(|q| {
-                        q.to_error();
-                        let _ = q.reset();
-                    });
+                    let _ = ep.flush_and_reset(h);
                 }
                 DAT_SUCCESS
             }

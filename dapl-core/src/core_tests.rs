@@ -644,3 +644,55 @@ fn a_rebind_whose_invalidate_fails_completes_once() {
     // SAFETY: a live IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
+
+/// A device flushes in its own time after the QP's move to ERROR, and most
+/// verbs libraries clean a QP's completions off its CQs when it enters
+/// RESET (the mock does both): an abrupt disconnect of an unconnected EP
+/// still reports each posted receive once, flushed, and a reset of a
+/// disconnected EP keeps what was not dequeued yet: a send's completion
+/// and a receive the device had still to flush.
+#[test]
+fn a_reset_keeps_completions_the_device_flushes_late() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-late");
+    let mut t = triplet(5, 64);
+    let recv = |cookie| {
+        let mut t = triplet(5, 64);
+        // SAFETY: a consumer receive with one triplet on our stack.
+        ok(unsafe { ep::post_recv::<T>(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: cookie }, DAT_COMPLETION_DEFAULT_FLAG) });
+    };
+    let events = || std::iter::from_fn(|| dequeue(s.dto)).map(|e| {
+        let d = dto_of(&e);
+        // SAFETY: a plain 8-byte union.
+        (unsafe { d.user_cookie.as_64 }, d.operation, d.status)
+    }).collect::<Vec<_>>();
+    struct Late;
+    impl Drop for Late {
+        fn drop(&mut self) {
+            // Even when an assertion below fails: the next test flushes at once.
+            mock::FLUSH_LATE_MS.store(0, Ordering::Relaxed);
+        }
+    }
+    let _late = Late;
+    mock::FLUSH_LATE_MS.store(30, Ordering::Relaxed);
+    (1..=3).for_each(recv);
+    // SAFETY: a live EP.
+    ok(unsafe { connection::disconnect::<T>(s.ep, DAT_CLOSE_ABRUPT_FLAG) });
+    let flushed = |c| (c, DAT_DTO_RECEIVE, DAT_DTO_ERR_FLUSHED);
+    assert_eq!(events(), vec![flushed(1), flushed(2), flushed(3)]);
+    assert_eq!(state(s.ep), DAT_EP_STATE_UNCONNECTED);
+
+    let id = connect(&s, &[]);
+    assert_eq!(conn_of(&dequeue(s.conn).expect("established")).0, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ok(post_send(s.ep, &mut t, 9));
+    recv(4);
+    // SAFETY: a live EP.
+    ok(unsafe { connection::disconnect::<T>(s.ep, DAT_CLOSE_ABRUPT_FLAG) });
+    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
+    // SAFETY: a live EP.
+    ok(unsafe { ep::reset::<T>(s.ep) });
+    assert_eq!(events(), vec![(9, DAT_DTO_SEND, DAT_DTO_SUCCESS), flushed(4)]);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

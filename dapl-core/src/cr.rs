@@ -163,8 +163,9 @@ pub unsafe extern "C" fn accept<T: Provider>(h: DAT_CR_HANDLE, ep_h: DAT_EP_HAND
             log::warn!("accept: {e}");
             ep.cm_id.set(None);
             // The QP back to reset before the EP is given back: a connect
-            // from another thread may claim the EP as soon as it is.
-            ep.with_qp(|q| q.reset());
+            // from another thread may claim the EP as soon as it is. Its
+            // receives complete flushed rather than vanish in the reset.
+            let _ = ep.flush_and_reset(ep_h);
             ep.state.store(st, Ordering::Release);
             id.destroy();
             crate::quiesce::quiesced::<T, _>(|| handle::remove::<Cr<T>>(h));

@@ -166,6 +166,20 @@ impl Ring {
     pub fn posted(&self) -> usize {
         self.next.load(Ordering::Acquire)
     }
+
+    /// Claims whose completion has not been read yet. Exact for a receive
+    /// ring; a send ring also counts unsignaled requests that never report.
+    pub fn outstanding(&self) -> usize {
+        // `done` first: whatever it counts was claimed before `next` is read.
+        let done = self.done.load(Ordering::Acquire);
+        self.posted().saturating_sub(done)
+    }
+
+    /// Whether `wr_id` names one of this ring's slots.
+    pub fn holds(&self, wr_id: u64) -> bool {
+        let start = self.slots.as_ptr() as u64;
+        (start..start + std::mem::size_of_val(self.slots) as u64).contains(&wr_id)
+    }
 }
 
 impl Drop for Ring {

@@ -17,6 +17,7 @@ use crate::sge::{MAX_IOV, SgeList};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 pub struct Ep<T: Provider> {
@@ -238,6 +239,58 @@ impl<T: Provider> Ep<T> {
         self.with_qp(|q| q.to_error());
         if let Some(id) = self.cm_id.take() {
             id.destroy();
+        }
+    }
+}
+
+/// How long a reset waits for the device to flush the EP's receives.
+const FLUSH_WAIT: Duration = Duration::from_secs(1);
+
+impl<T: Provider> Ep<T> {
+    /// Takes the QP through ERROR to RESET, so what is posted completes as
+    /// flushed and the EP can connect again. Most verbs providers (mlx4,
+    /// mlx5, hns) clean a QP's completions out of its CQs when it enters
+    /// RESET, and a device flushes in its own time after the move to ERROR;
+    /// so before the RESET the EP's completions are moved off the CQs into
+    /// the EVDs' own queues, waiting (a bounded time) for every posted
+    /// receive's. None without a QP.
+    pub fn flush_and_reset(&self, me: DAT_EP_HANDLE) -> Option<std::io::Result<()>> {
+        self.with_qp(|q| q.to_error())?;
+        self.keep_completions(me);
+        self.with_qp(|q| q.reset())
+    }
+
+    fn keep_completions(&self, me: DAT_EP_HANDLE) {
+        let evd = |slot: &AtomicUsize| handle::get::<Evd<T>>(slot.load(Ordering::Acquire) as DAT_HANDLE).ok();
+        if let Some(recv) = evd(&self.recv_evd) {
+            self.await_receives(me, recv);
+        }
+        // A send ring cannot say what is still to come (unsignaled requests
+        // never report): what the CQ holds by now is kept.
+        if let Some(req) = evd(&self.req_evd) {
+            req.collect(|_| false);
+        }
+    }
+
+    fn await_receives(&self, me: DAT_EP_HANDLE, recv: &Evd<T>) {
+        let ring = self.recv_ring_ptr.load(Ordering::Acquire);
+        if self.srq != 0 || ring.is_null() {
+            recv.collect(|_| false);
+            return;
+        }
+        // SAFETY: the ring lives as long as the QP, which only dat_ep_free takes.
+        let ring = unsafe { &*ring };
+        let start = Instant::now();
+        loop {
+            let out = ring.outstanding();
+            if recv.collect(|wr_id| ring.holds(wr_id)) >= out {
+                return;
+            }
+            if start.elapsed() >= FLUSH_WAIT {
+                log::warn!("EP {me:p}: {out} receives not flushed by the device in {FLUSH_WAIT:?}; the reset may drop them");
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
     }
 }
@@ -871,11 +924,7 @@ pub unsafe extern "C" fn reset<T: Provider>(h: DAT_EP_HANDLE) -> DAT_RETURN {
         if let Some(id) = ep.cm_id.take() {
             id.destroy();
         }
-        // Through ERROR first, so posted DTOs complete as flushed.
-        match ep.with_qp(|q| {
-            q.to_error();
-            q.reset()
-        }) {
+        match ep.flush_and_reset(h) {
             Some(Ok(())) | None => {
                 let unconfigured = ep.qp_ptr.load(Ordering::Acquire).is_null();
                 ep.state.store(

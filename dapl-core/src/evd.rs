@@ -157,6 +157,35 @@ impl<T: Provider> Evd<T> {
         self.queued.load(Ordering::Acquire)
     }
 
+    /// Moves every completion now on the CQ into `pending` and counts the
+    /// queued completions whose wr_id `mine` picks: how an EP about to reset
+    /// its QP sees what the device has flushed without taking it from the
+    /// consumer.
+    pub fn collect(&self, mine: impl Fn(u64) -> bool) -> usize {
+        let Some(cq) = &self.cq else { return 0 };
+        // Counted before polling: a dequeue on another thread meanwhile goes
+        // to `pending` (and waits for its lock) instead of polling the CQ
+        // past what is being moved, which would reorder a queue's events.
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut moved = false;
+        let mut wc = Completion::default();
+        while cq.poll(&mut wc) {
+            pending.push_back(wc);
+            self.queued.fetch_add(1, Ordering::AcqRel);
+            moved = true;
+        }
+        let n = pending.iter().filter(|wc| mine(wc.wr_id)).count();
+        drop(pending);
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        if moved {
+            // A waiter that polled the CQ just before these left it sleeps on
+            // a channel that will not fire for them.
+            self.wake.signal();
+        }
+        n
+    }
+
     /// True when an event is ready (draining one completion if needed), for
     /// the CNO's scan.
     pub fn has_event(&self) -> bool {

@@ -163,7 +163,7 @@ impl DeviceOps<Mock> for Device {
             num: NEXT.fetch_add(1, Ordering::Relaxed),
             send: send_cq.0.clone(),
             recv: recv_cq.0.clone(),
-            posted: Mutex::new(Vec::new()),
+            posted: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
@@ -330,7 +330,7 @@ pub struct Qp {
     send: Queue,
     recv: Queue,
     /// Receives waiting for data: (wr_id, bytes they can take).
-    posted: Mutex<Vec<(u64, u32)>>,
+    posted: Arc<Mutex<Vec<(u64, u32)>>>,
 }
 
 impl Drop for Qp {
@@ -349,14 +349,31 @@ impl QpOps<Mock> for Qp {
     }
 
     fn to_error(&self) {
-        let flushed = std::mem::take(&mut *lock(&self.posted));
-        let mut q = lock(&self.recv);
-        for (wr_id, _) in flushed {
-            q.push_back(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, kind: CompletionKind::Recv, qp_num: self.num, ..Default::default() });
+        let (posted, recv, num) = (self.posted.clone(), self.recv.clone(), self.num);
+        let flush = move || {
+            let flushed = std::mem::take(&mut *lock(&posted));
+            let mut q = lock(&recv);
+            for (wr_id, _) in flushed {
+                q.push_back(Completion { wr_id, status: DAT_DTO_ERR_FLUSHED, kind: CompletionKind::Recv, qp_num: num, ..Default::default() });
+            }
+        };
+        match FLUSH_LATE_MS.load(Ordering::Relaxed) {
+            0 => flush(),
+            ms => {
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    flush();
+                });
+            }
         }
     }
 
     fn reset(&self) -> io::Result<()> {
+        // As mlx5's (and mlx4's, hns's) library does: the QP's completions
+        // still on its CQs go, and so does whatever it has not flushed.
+        lock(&self.posted).clear();
+        lock(&self.recv).retain(|c| c.qp_num != self.num);
+        lock(&self.send).retain(|c| c.qp_num != self.num);
         Ok(())
     }
 
@@ -427,6 +444,10 @@ pub static QP_MOVE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 
 /// Invalidating a window fails (and flushes the binds behind it).
 pub static INVALIDATE_FAILS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A QP moved to ERROR flushes its receives this many ms later, on a
+/// thread of its own, as a device does (0: at once).
+pub static FLUSH_LATE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The errno moving a QP to RTS fails with (0: it does not).
 pub static QP_MOVE_FAILS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
