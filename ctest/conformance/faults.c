@@ -867,8 +867,9 @@ static int post_recvs(DAT_EP_HANDLE ep, const struct mem *m, int n, uint64_t bas
 	return 1;
 }
 
-/* Receives still posted when an EP's QP is reset complete, flushed, each
- * once: a device flushes in its own time after the move to the error state,
+/* A reset of an unconnected EP leaves its receives posted (DAT), an abrupt
+ * disconnect flushes them. Receives still posted when an EP's QP is reset
+ * complete, flushed, each once: a device flushes in its own time after the move to the error state,
  * and most verbs libraries (mlx4, mlx5, hns) clean a QP's completions off its
  * CQs when it enters RESET. An abrupt disconnect of an unconnected EP (how
  * DAT flushes its receives), round after round, and a reset of a
@@ -880,9 +881,20 @@ static void case_flush_before_reset(void)
 	struct pair p;
 	struct mem m;
 	DAT_EVENT ev;
+	DAT_COUNT nb = -1, bs = -1;
 	char what[96];
 
 	if (!client_open(&c, 16))
+		goto out;
+	/* DAT: a reset of an unconnected EP is a no-op, its receives stay posted */
+	if (!post_recvs(c.ep, &c.m, 4, 0x80000, "receives on an unconnected EP"))
+		goto out;
+	CHECK_RC(dat_ep_reset(c.ep), DAT_SUCCESS, "dat_ep_reset(unconnected, receives posted)");
+	CHECK_RC(dat_ep_recv_query(c.ep, &nb, &bs), DAT_SUCCESS, "dat_ep_recv_query after the reset");
+	CHECK_EQ(nb, 4, "receives still posted after a reset of an unconnected EP");
+	CHECK_RC(dat_evd_dequeue(c.recv, &ev), DAT_QUEUE_EMPTY, "dat_evd_dequeue after the reset: nothing flushed");
+	CHECK_RC(dat_ep_disconnect(c.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(unconnected, receives posted)");
+	if (!all_flushed(c.recv, 4, 0x80000, "an abrupt disconnect after the reset"))
 		goto out;
 	for (int r = 0; r < rounds; r++) {
 		uint64_t base = 0x100000 + (uint64_t)r * 64;

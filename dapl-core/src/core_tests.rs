@@ -122,7 +122,7 @@ fn request(s: &Setup, psp_h: DAT_PSP_HANDLE, req: Id, pdata: &[u8]) -> DAT_CR_HA
 }
 
 #[test]
-fn receives_flush_as_events_when_the_ep_resets() {
+fn receives_stay_through_a_reset_and_flush_at_an_abrupt_disconnect() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let s = setup("mock-flush");
     assert_eq!(state(s.ep), DAT_EP_STATE_UNCONNECTED);
@@ -132,8 +132,13 @@ fn receives_flush_as_events_when_the_ep_resets() {
     // SAFETY: a consumer receive with one triplet.
     ok(unsafe { ep::post_recv::<T>(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 77 }, DAT_COMPLETION_DEFAULT_FLAG) });
     assert!(dequeue(s.dto).is_none());
+    // DAT: a reset of an unconnected EP leaves its receives posted.
     // SAFETY: a live EP.
     ok(unsafe { ep::reset::<T>(s.ep) });
+    assert!(dequeue(s.dto).is_none());
+    // An abrupt disconnect is how they are flushed.
+    // SAFETY: a live EP.
+    ok(unsafe { connection::disconnect::<T>(s.ep, DAT_CLOSE_ABRUPT_FLAG) });
     let d = dto_of(&dequeue(s.dto).expect("the flushed receive"));
     // SAFETY: plain 8-byte union.
     assert_eq!((unsafe { d.user_cookie.as_64 }, d.status, d.operation, d.ep_handle), (77, DAT_DTO_ERR_FLUSHED, DAT_DTO_RECEIVE, s.ep));

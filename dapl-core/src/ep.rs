@@ -913,7 +913,10 @@ pub unsafe extern "C" fn reset<T: Provider>(h: DAT_EP_HANDLE) -> DAT_RETURN {
             Err(e) => return e,
         };
         match ep.state.load(Ordering::Acquire) {
-            DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_DISCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => {}
+            DAT_EP_STATE_DISCONNECTED => {}
+            // DAT: already unconnected, a no-op that leaves receives posted
+            // for the next connection where they are (as DAPL does).
+            DAT_EP_STATE_UNCONNECTED | DAT_EP_STATE_UNCONFIGURED_UNCONNECTED => return DAT_SUCCESS,
             DAT_EP_STATE_ACTIVE_CONNECTION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_ACTCONNPENDING),
             DAT_EP_STATE_PASSIVE_CONNECTION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_PASSCONNPENDING),
             DAT_EP_STATE_COMPLETION_PENDING => return invalid_state(DAT_INVALID_STATE_EP_COMPLPENDING),
