@@ -31,6 +31,7 @@ fn report<T: Provider>(ev: &AsyncEvent) {
             if let Some(e) = handle::pin::<Evd<T>>(h) {
                 log::warn!("EVD {h:p}: completion queue overrun");
                 e.overflows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                e.overran.store(true, std::sync::atomic::Ordering::Release);
                 e.ia.counters.add(DCNT_IA_ASYNC_ERROR, 1);
                 e.ia.counters.add(DCNT_IA_ASYNC_CQ_ERROR, 1);
                 post::<T>(e.ia.async_evd(), DAT_ASYNC_ERROR_EVD_OVERFLOW, h, DAT_EVD_OVERFLOW_ERROR as DAT_COUNT);

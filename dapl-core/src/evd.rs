@@ -37,8 +37,10 @@ pub struct Evd<T: Provider> {
     waiting: AtomicBool,
     /// EPs, PSPs and RSPs pointing at this EVD; it cannot be freed while any do.
     pub users: AtomicUsize,
-    /// Software events dropped because the queue was full.
+    /// Software events dropped because the queue was full, and CQ overruns.
     pub overflows: AtomicUsize,
+    /// The CQ overran: completions were lost, and may be still.
+    pub overran: AtomicBool,
     pub counters: crate::counters::Counters<{ crate::counters::EVD_COUNT }>,
 }
 
@@ -146,15 +148,23 @@ impl<T: Provider> Evd<T> {
     fn fill(&self, want: usize) -> usize {
         let Some(cq) = &self.cq else { return self.queued.load(Ordering::Acquire) };
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        while self.queued.load(Ordering::Acquire) < want {
-            let mut wc = Completion::default();
-            if !cq.poll(&mut wc) {
-                break;
-            }
+        self.move_polled(cq, &mut pending, want);
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Polls the CQ into `pending` (its lock held) until `want` events are
+    /// queued or the CQ is empty; true if any moved. Each is counted as it
+    /// is queued, so a dequeue on another thread reads `pending` (waiting
+    /// for its lock) before the CQ.
+    fn move_polled(&self, cq: &T::Cq, pending: &mut VecDeque<Completion>, want: usize) -> bool {
+        let mut moved = false;
+        let mut wc = Completion::default();
+        while self.queued.load(Ordering::Acquire) < want && cq.poll(&mut wc) {
             pending.push_back(wc);
             self.queued.fetch_add(1, Ordering::AcqRel);
+            moved = true;
         }
-        self.queued.load(Ordering::Acquire)
+        moved
     }
 
     /// Moves every completion now on the CQ into `pending` and counts the
@@ -163,21 +173,10 @@ impl<T: Provider> Evd<T> {
     /// consumer.
     pub fn collect(&self, mine: impl Fn(u64) -> bool) -> usize {
         let Some(cq) = &self.cq else { return 0 };
-        // Counted before polling: a dequeue on another thread meanwhile goes
-        // to `pending` (and waits for its lock) instead of polling the CQ
-        // past what is being moved, which would reorder a queue's events.
-        self.queued.fetch_add(1, Ordering::AcqRel);
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let mut moved = false;
-        let mut wc = Completion::default();
-        while cq.poll(&mut wc) {
-            pending.push_back(wc);
-            self.queued.fetch_add(1, Ordering::AcqRel);
-            moved = true;
-        }
+        let moved = self.move_polled(cq, &mut pending, usize::MAX);
         let n = pending.iter().filter(|wc| mine(wc.wr_id)).count();
         drop(pending);
-        self.queued.fetch_sub(1, Ordering::AcqRel);
         if moved {
             // A waiter that polled the CQ just before these left it sleeps on
             // a channel that will not fire for them.
@@ -292,6 +291,7 @@ pub fn create_evd<T: Provider>(
         waiting: AtomicBool::new(false),
         users: AtomicUsize::new(0),
         overflows: AtomicUsize::new(0),
+        overran: AtomicBool::new(false),
         counters: crate::counters::Counters::new(),
     }, ia.table());
     if let Some(cq) = &handle::get::<Evd<T>>(h).expect("just created").cq {
