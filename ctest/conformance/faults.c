@@ -540,7 +540,9 @@ static void case_abrupt_close_releases(void)
  * listener (the sock provider's progress thread stopped with the listen
  * command still queued, and its socket was never closed), so the qualifier
  * stayed in use for the rest of the process. Every round must get the
- * qualifier again; the race came within a few rounds. */
+ * qualifier again; the race came within a few rounds. So must a PSP made
+ * right after dat_psp_free (sock closed the listener later, on its
+ * progress thread: 99 of 100 rounds were refused). */
 static void case_close_frees_qualifier(void)
 {
 	DAT_CONN_QUAL qual = (DAT_CONN_QUAL)(g_qual_base + g_case_index * 8);
@@ -560,6 +562,27 @@ static void case_close_frees_qualifier(void)
 	}
 	CHECK(refused == 0, "dat_psp_create refused qualifier %llu in %d of %d rounds: an earlier close kept it",
 	      (unsigned long long)qual, refused, rounds);
+	g_stats.faults++;
+
+	/* dat_psp_free gives the qualifier back at once, too */
+	DAT_IA_HANDLE ia = open_ia(g_ia);
+	DAT_EVD_HANDLE cr = DAT_HANDLE_NULL;
+
+	if (!ia)
+		return;
+	CHECK_RC(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr), DAT_SUCCESS, "dat_evd_create(CR)");
+	refused = 0;
+	for (int round = 0; round < rounds; round++) {
+		DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+
+		if (CALL(dat_psp_create(ia, qual, cr, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
+			refused++;
+		else
+			CHECK_RC(dat_psp_free(psp), DAT_SUCCESS, "dat_psp_free");
+	}
+	CHECK(refused == 0, "dat_psp_create refused qualifier %llu in %d of %d rounds: the PSP freed before kept it",
+	      (unsigned long long)qual, refused, rounds);
+	close_ia(ia, DAT_CLOSE_ABRUPT_FLAG, "dat_ia_close");
 	g_stats.faults++;
 }
 

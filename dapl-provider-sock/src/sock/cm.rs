@@ -21,8 +21,9 @@ use dapl_core::backend::{AsyncEvent, AsyncHandler, CmEvent, CmEventKind, CmHandl
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Private data a consumer may send: exactly what the verbs provider
 /// allows (rdma_cm over InfiniBand, less DAPL's reject header), so a
@@ -54,6 +55,8 @@ pub struct IdInfo {
     pub dst: Option<libc::sockaddr_in>,
     /// A stream exists for this id (connecting, connected or closing).
     pub connected: bool,
+    /// The id owns a listening socket (the progress thread closes it).
+    pub listener: bool,
 }
 
 pub struct IdState {
@@ -176,10 +179,36 @@ pub fn local_port_of(fd: i32) -> u16 {
     u16::from_be(sa.sin_port)
 }
 
+/// Ports whose listening socket a destroyed id left for the progress
+/// thread to close: a listen on one waits for that close rather than find
+/// the port taken (a PSP freed and created again at once; conformance
+/// flush_before_reset met it).
+static CLOSING: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+static CLOSED: Condvar = Condvar::new();
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Closes a listening socket (on the progress thread, which owns it) and
+/// lets a listen waiting for its port go on.
+pub fn close_listener(fd: i32) {
+    let port = local_port_of(fd);
+    // SAFETY: the listening socket the progress thread owned; closed once.
+    unsafe { libc::close(fd) };
+    let mut closing = lock(&CLOSING);
+    if let Some(i) = closing.iter().position(|&p| p == port) {
+        closing.swap_remove(i);
+    }
+    drop(closing);
+    CLOSED.notify_all();
+}
+
 /// Binds the IA address on `port` and listens; the progress thread takes
 /// the socket from here.
 pub fn listen(shared: &Arc<Shared>, port: u16, context: usize, datagram: bool) -> io::Result<(Id, u16)> {
     let slot = datagram as usize;
+    if port != 0 {
+        let closing = lock(&CLOSING);
+        let _ = CLOSED.wait_timeout_while(closing, CLOSE_WAIT, |c| c.contains(&port));
+    }
     if port != 0 {
         let mut ports = lock(&shared.ports);
         if let Some(e) = ports.get_mut(&port) {
@@ -210,7 +239,9 @@ pub fn listen(shared: &Arc<Shared>, port: u16, context: usize, datagram: bool) -
     let got = local_port_of(fd);
     let id = Id::create(shared, context, datagram);
     if let Ok(st) = id.state() {
-        lock(&st.info).local_port = got;
+        let mut info = lock(&st.info);
+        info.local_port = got;
+        info.listener = true;
     }
     let mut e = [0u64; 2];
     e[slot] = id.0;
@@ -345,7 +376,13 @@ impl ConnIdOps<Sock> for Id {
         let st = lock(&IDS).as_mut().and_then(|m| m.remove(&self.0));
         if let Some(st) = st {
             let mut ports = lock(&st.shared.ports);
-            let port = lock(&st.info).local_port;
+            let (port, listener) = {
+                let info = lock(&st.info);
+                (info.local_port, info.listener)
+            };
+            if listener {
+                lock(&CLOSING).push(port);
+            }
             if let Some(e) = ports.get_mut(&port) {
                 for k in e.iter_mut().filter(|k| **k == self.0) {
                     *k = 0;

@@ -514,8 +514,7 @@ impl Progress {
             unsafe { libc::close(c.fd) };
         }
         for (_, (fd, _)) in self.listeners.drain() {
-            // SAFETY: as above.
-            unsafe { libc::close(fd) };
+            cm::close_listener(fd);
         }
         // SAFETY: our epoll instances.
         unsafe {
@@ -846,8 +845,7 @@ impl Progress {
             Cmd::Destroy { id } => {
                 let Some(t) = self.by_id.remove(&id) else { return };
                 if let Some((fd, _)) = self.listeners.remove(&t) {
-                    // SAFETY: the listening socket this id owned; closed once.
-                    unsafe { libc::close(fd) };
+                    cm::close_listener(fd);
                     return;
                 }
                 let Some(c) = self.conns.get_mut(&t) else { return };
@@ -1542,6 +1540,7 @@ impl Progress {
                         peer: Some(c.peer),
                         dst: None,
                         connected: true,
+                        listener: false,
                     }),
                 });
                 c.id = id.key();
