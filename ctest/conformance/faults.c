@@ -852,7 +852,7 @@ static void case_cancel_waiter(void)
  * base..base+n-1 each once. */
 static int all_flushed(DAT_EVD_HANDLE evd, int n, uint64_t base, const char *what)
 {
-	unsigned char seen[64] = { 0 };
+	unsigned char seen[256] = { 0 };
 	DAT_DTO_COMPLETION_EVENT_DATA d;
 
 	for (int got = 0; got < n; got++) {
@@ -895,11 +895,14 @@ static int post_recvs(DAT_EP_HANDLE ep, const struct mem *m, int n, uint64_t bas
  * complete, flushed, each once: a device flushes in its own time after the move to the error state,
  * and most verbs libraries (mlx4, mlx5, hns) clean a QP's completions off its
  * CQs when it enters RESET. An abrupt disconnect of an unconnected EP (how
- * DAT flushes its receives), round after round, and a reset of a
- * disconnected EP whose receives were posted after the disconnect. */
+ * DAT flushes its receives), round after round; a reset of a
+ * disconnected EP whose receives were posted after the disconnect; and,
+ * round after round, a reset the moment the peer's disconnect lands. */
 static void case_flush_before_reset(void)
 {
 	int rounds = getenv("CONF_FLUSH_ROUNDS") ? atoi(getenv("CONF_FLUSH_ROUNDS")) : 50;
+	int rounds2 = getenv("CONF_FLUSH_PEER_ROUNDS") ? atoi(getenv("CONF_FLUSH_PEER_ROUNDS")) : 10;
+	DAT_EP_ATTR attr = small_attr(128, 1);
 	struct client c;
 	struct pair p;
 	struct mem m;
@@ -939,8 +942,38 @@ static void case_flush_before_reset(void)
 	if (!post_recvs(p.a.ep, &m, 8, 0x200000, "receives on a disconnected EP"))
 		goto out2;
 	CHECK_RC(dat_ep_reset(p.a.ep), DAT_SUCCESS, "dat_ep_reset(disconnected A, receives posted)");
-	if (all_flushed(p.a.recv, 8, 0x200000, "receives posted after the disconnect, then a reset"))
-		g_stats.faults++;
+	if (!all_flushed(p.a.recv, 8, 0x200000, "receives posted after the disconnect, then a reset"))
+		goto out2;
+	g_stats.faults++;
+	pair_close(&p);
+
+	/* The peer disconnects: A's QP goes to the error state on the provider's
+	 * thread, and A is reset the moment it reads DISCONNECTED, while the
+	 * device may still be flushing its receives. */
+	if (!pair_setup(&p, 512, &attr) || !mem_reg(p.ia, p.pz, 128 * 64, DAT_MEM_PRIV_ALL_FLAG, &m))
+		goto out2;
+	for (int r = 0; r < rounds2; r++) {
+		uint64_t base = 0x300000 + (uint64_t)r * 256;
+		DAT_EP_STATE st = 0;
+
+		snprintf(what, sizeof(what), "a reset as the peer's disconnect lands, round %d", r);
+		if (r > 0) {
+			CHECK_RC(dat_psp_free(p.psp), DAT_SUCCESS, "dat_psp_free(%s)", what);
+			CHECK_RC(dat_ep_reset(p.b.ep), DAT_SUCCESS, "dat_ep_reset(B, %s)", what);
+		}
+		if (!pair_connect(&p) || !post_recvs(p.a.ep, &m, 128, base, what))
+			goto out2;
+		CHECK_RC(dat_ep_disconnect(p.b.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(B, %s)", what);
+		for (double t0 = now_s(); st != DAT_EP_STATE_DISCONNECTED && now_s() - t0 < 30;)
+			CHECK_RC(dat_ep_get_status(p.a.ep, &st, NULL, NULL), DAT_SUCCESS, "dat_ep_get_status(A, %s)", what);
+		CHECK_RC(dat_ep_reset(p.a.ep), DAT_SUCCESS, "dat_ep_reset(A, %s)", what);
+		if (!all_flushed(p.a.recv, 128, base, what))
+			goto out2;
+		if (!expect_ev(p.a.conn, WAIT_US, DAT_CONNECTION_EVENT_DISCONNECTED, &ev, what) ||
+		    !expect_ev(p.b.conn, WAIT_US, DAT_CONNECTION_EVENT_DISCONNECTED, &ev, what))
+			goto out2;
+	}
+	g_stats.faults++;
 out2:
 	pair_close(&p);
 out:
