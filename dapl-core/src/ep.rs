@@ -17,8 +17,11 @@ use crate::sge::{MAX_IOV, SgeList};
 use dat_abi::status::{error, guard, invalid_arg, invalid_handle, invalid_state, no_resources};
 use dat_abi::*;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a reset waits for the device to flush the EP's receives.
+const FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 pub struct Ep<T: Provider> {
     pub ia: &'static Ia<T>,
@@ -241,12 +244,7 @@ impl<T: Provider> Ep<T> {
             id.destroy();
         }
     }
-}
 
-/// How long a reset waits for the device to flush the EP's receives.
-const FLUSH_WAIT: Duration = Duration::from_secs(1);
-
-impl<T: Provider> Ep<T> {
     /// Takes the QP through ERROR to RESET, so what is posted completes as
     /// flushed and the EP can connect again. Most verbs providers (mlx4,
     /// mlx5, hns) clean a QP's completions out of its CQs when it enters
