@@ -528,7 +528,7 @@ pub unsafe extern "C" fn modify<T: Provider>(h: DAT_EP_HANDLE, mask: DAT_EP_PARA
             }
         }
         // Posted receives would be lost with the QP they sit on.
-        let posted = ep.recv_ring.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.posted() - r.done.load(Ordering::Acquire)).unwrap_or(0);
+        let posted = ep.recv_ring.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |r| r.outstanding());
         if posted != 0 {
             return invalid_state(DAT_INVALID_STATE_EP_UNCONNECTED);
         }
@@ -887,7 +887,7 @@ pub unsafe extern "C" fn get_status<T: Provider>(
             Err(e) => return e,
         };
         let idle = |r: &Mutex<Option<Ring>>| {
-            r.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|r| r.posted() <= r.done.load(Ordering::Acquire))
+            r.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|r| r.outstanding() == 0)
         };
         // SAFETY: each out-pointer is optional and null-checked.
         unsafe {
@@ -950,7 +950,7 @@ pub unsafe extern "C" fn recv_query<T: Provider>(h: DAT_EP_HANDLE, nbufs: *mut D
             Err(e) => return e,
         };
         let outstanding = ep.recv_ring.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
-            .map_or(0, |r| r.posted().saturating_sub(r.done.load(Ordering::Acquire)));
+            .map_or(0, |r| r.outstanding());
         // SAFETY: optional out-pointers, null-checked.
         unsafe {
             if let Some(n) = nbufs.as_mut() {

@@ -151,7 +151,7 @@ pub unsafe extern "C" fn query<T: Provider>(h: DAT_SRQ_HANDLE, _mask: DAT_SRQ_PA
         // SAFETY: null-checked consumer out-parameter.
         let Some(p) = (unsafe { out.as_mut() }) else { return invalid_arg(DAT_INVALID_ARG3) };
         let a = *s.attr.lock().unwrap_or_else(|e| e.into_inner());
-        let outstanding = s.ring.posted().saturating_sub(s.ring.done.load(Ordering::Acquire)) as DAT_COUNT;
+        let outstanding = s.ring.outstanding() as DAT_COUNT;
         p.ia_handle = s.ia_handle as DAT_IA_HANDLE;
         p.srq_state = DAT_SRQ_STATE_OPERATIONAL;
         p.pz_handle = s.pz_handle as DAT_PZ_HANDLE;
