@@ -71,6 +71,16 @@ ip -n "$NS_S" link set "$VETH_C" netns "$NS_C" || { echo "netns: cannot move $VE
 ip -n "$NS_S" addr add "$ADDR_S/24" dev "$VETH_S"
 ip -n "$NS_C" addr add "$ADDR_C/24" dev "$VETH_C"
 for ns in "$NS_S" "$NS_C"; do ip -n "$ns" link set lo up; done
+# Ephemeral ports above the ports the programs listen on, as in the guest
+# (tools/rxe-vm/guest-stage2.sh): dtest's own side channel (a plain TCP
+# socket to 15828, without SO_REUSEADDR) leaves its ephemeral port in
+# TIME_WAIT for a minute, and dapltest -T L's qualifiers fold to TCP
+# 43414-43513: once in CI (11-29) #27's port was such a socket's, and
+# dat_rsp_create / dat_psp_create got DAT_CONN_QUAL_IN_USE, rightly.
+for ns in "$NS_S" "$NS_C"; do
+    ip netns exec "$ns" sh -c 'echo "53000 60999" >/proc/sys/net/ipv4/ip_local_port_range' ||
+        { echo "netns: cannot set $ns's ip_local_port_range"; exit 1; }
+done
 ip -n "$NS_S" link set "$VETH_S" up
 ip -n "$NS_C" link set "$VETH_C" up
 # The link is usable once each side reaches the other (veth carrier, DAD-free IPv4).

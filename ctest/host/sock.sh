@@ -163,6 +163,18 @@ if want dapltest; then
     }
     dapltest_run dapltest-T -T T -s $ADDR -D $IA -i 20 -t 2 -w 2 -V client SR 1024 server SR 1024 client RW 4096 server RR 4096
     dapltest_run dapltest-P -T P -s $ADDR -D $IA -i 200 RW 4096 2
+    # -T L's qualifiers fold to TCP 43414-43513, inside this host's
+    # ephemeral range: a socket holding one of them without SO_REUSEADDR
+    # (dtest's own side channel above leaves its end in TIME_WAIT for a
+    # minute) makes dat_psp_create answer DAT_CONN_QUAL_IN_USE, rightly.
+    # Not our provider's (its sockets allow the reuse): wait them out.
+    held=""
+    for i in $(seq 130); do
+        held=$(ss -Htan '( sport >= :43414 and sport <= :43513 )' 2>/dev/null)
+        [ -z "$held" ] && break
+        sleep 0.5
+    done
+    [ $i -gt 1 ] && echo "# waited $(( (i - 1) / 2 ))s for TCP 43414-43513 to be free (dapltest -T L's ports)${held:+; still held: $held}"
     dapltest_run dapltest-L -T L -D $IA -m 100 -w 2
     dapltest_run dapltest-Q -T Q -s $ADDR -D $IA
 fi
