@@ -35,6 +35,10 @@ impl<T: Provider> Object for Psp<T> {
 pub fn listen<T: Provider>(ia: &Ia<T>, port: u16, context: usize, datagram: bool) -> Result<(T::ConnId, u16), DAT_RETURN> {
     ia.device.listen(port, context, datagram).map_err(|e| {
         if e.raw_os_error() == Some(libc::EADDRINUSE) {
+            // Not always another service point: on a TCP backend any socket
+            // of this host holding the port (one in TIME_WAIT without
+            // SO_REUSEADDR, say) refuses it too.
+            log::info!("port {port} is taken (another service point, or a socket on this host): DAT_CONN_QUAL_IN_USE");
             error(DAT_CONN_QUAL_IN_USE, 0)
         } else {
             log::warn!("listening on port {port}: {e}");
