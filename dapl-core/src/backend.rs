@@ -382,6 +382,19 @@ pub enum AsyncEvent {
     Other { code: u32 },
 }
 
+impl AsyncEvent {
+    /// The handle the event names (0: none).
+    pub fn context(&self) -> usize {
+        match *self {
+            AsyncEvent::CqError { context }
+            | AsyncEvent::QpError { context, .. }
+            | AsyncEvent::SrqLimitReached { context }
+            | AsyncEvent::SrqError { context } => context,
+            AsyncEvent::Other { .. } => 0,
+        }
+    }
+}
+
 pub type AsyncHandler = fn(&AsyncEvent);
 
 /// Runs between event waits; returns how long (µs) until it wants to run again.

@@ -404,17 +404,6 @@ pub struct Events {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The handle an async event names (0: none).
-pub fn context_of(a: &AsyncEvent) -> usize {
-    match *a {
-        AsyncEvent::CqError { context }
-        | AsyncEvent::QpError { context, .. }
-        | AsyncEvent::SrqLimitReached { context }
-        | AsyncEvent::SrqError { context } => context,
-        AsyncEvent::Other { .. } => 0,
-    }
-}
-
 fn dispatch(ev: Ev, on_cm: CmHandler<Sock>, on_async: AsyncHandler) {
     match ev {
         Ev::Async(a) => {
@@ -475,7 +464,7 @@ impl Events {
                         let mut q = lock(&shared.events);
                         let ev = q.pop_front();
                         if let Some(Ev::Async(a)) = &ev {
-                            shared.dispatching.store(context_of(a), Ordering::Release);
+                            shared.dispatching.store(a.context(), Ordering::Release);
                         }
                         ev
                     };

@@ -190,12 +190,12 @@ impl CqOps for Cq {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use super::super::cm::{Ev, context_of};
+    use super::super::cm::Ev;
     use super::super::device::lock;
     use std::time::Duration;
 
     fn queued_async(shared: &Shared) -> Vec<usize> {
-        lock(&shared.events).iter().filter_map(|e| if let Ev::Async(a) = e { Some(context_of(a)) } else { None }).collect()
+        lock(&shared.events).iter().filter_map(|e| if let Ev::Async(a) = e { Some(a.context()) } else { None }).collect()
     }
 
     fn overrun(cq: &CqInner) {

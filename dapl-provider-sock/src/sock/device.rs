@@ -229,7 +229,7 @@ impl Shared {
         if context == 0 {
             return;
         }
-        lock(&self.events).retain(|e| !matches!(e, cm::Ev::Async(a) if cm::context_of(a) == context));
+        lock(&self.events).retain(|e| !matches!(e, cm::Ev::Async(a) if a.context() == context));
         // The event thread itself (a CNO agent it runs frees the object)
         // is past its use of the object. Agents run inside the handling,
         // so one must not wait for a thread freeing the object its event
