@@ -707,41 +707,45 @@ out:
 	pair_close(&p);
 }
 
-/* A DTO EVD smaller than what completes into it: the overflow is reported
- * on the IA's async EVD as DAT_ASYNC_ERROR_EVD_OVERFLOW. */
-static void case_cq_overflow(void)
+/* A pair whose A sends into a 4-entry request EVD (*small). */
+static int overflow_setup(struct pair *p, struct mem *m, DAT_EVD_HANDLE *small)
 {
-	struct pair p;
-	struct mem m;
 	DAT_EP_ATTR attr = small_attr(64, 1);
-	DAT_EVD_HANDLE async = NULL, small;
-	DAT_EVENT ev;
 
-	if (!pair_setup(&p, 256, &attr) || !mem_reg(p.ia, p.pz, 65536, DAT_MEM_PRIV_ALL_FLAG, &m))
-		goto out;
-	CHECK_RC(dat_ia_query(p.ia, &async, 0, NULL, 0, NULL), DAT_SUCCESS, "dat_ia_query(async EVD)");
-	small = make_evd(p.ia, 4, DAT_EVD_DTO_FLAG);
-	if (!small)
-		goto out;
-	/* A's sends complete into the 4-entry EVD */
-	CHECK_RC(dat_ep_free(p.a.ep), DAT_SUCCESS, "dat_ep_free(A)");
-	CHECK_RC(dat_ep_create(p.ia, p.pz, p.a.recv, small, p.a.conn, &attr, &p.a.ep), DAT_SUCCESS,
+	if (!pair_setup(p, 256, &attr) || !mem_reg(p->ia, p->pz, 65536, DAT_MEM_PRIV_ALL_FLAG, m))
+		return 0;
+	*small = make_evd(p->ia, 4, DAT_EVD_DTO_FLAG);
+	if (!*small)
+		return 0;
+	CHECK_RC(dat_ep_free(p->a.ep), DAT_SUCCESS, "dat_ep_free(A)");
+	CHECK_RC(dat_ep_create(p->ia, p->pz, p->a.recv, *small, p->a.conn, &attr, &p->a.ep), DAT_SUCCESS,
 		 "dat_ep_create(A, request EVD of 4 entries)");
-	if (!pair_connect(&p))
-		goto out;
+	return pair_connect(p);
+}
+
+/* 32 sends, each received, completing into the 4-entry EVD. */
+static void overflow(struct pair *p, struct mem *m)
+{
 	for (int i = 0; i < 32; i++) {
-		DAT_LMR_TRIPLET t = triplet(&m, (size_t)i * 256, 256);
+		DAT_LMR_TRIPLET t = triplet(m, (size_t)i * 256, 256);
 		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
-		CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &t, ck, 0), DAT_SUCCESS, "post_recv %d", i);
+		CHECK_RC(dat_ep_post_recv(p->b.ep, 1, &t, ck, 0), DAT_SUCCESS, "post_recv %d", i);
 	}
 	for (int i = 0; i < 32; i++) {
-		DAT_LMR_TRIPLET t = triplet(&m, 32768 + (size_t)i * 256, 256);
+		DAT_LMR_TRIPLET t = triplet(m, 32768 + (size_t)i * 256, 256);
 		DAT_DTO_COOKIE ck = { .as_64 = (uint64_t)i };
-		DAT_RETURN r = CALL(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG));
+		DAT_RETURN r = CALL(dat_ep_post_send(p->a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG));
 		if (r != DAT_SUCCESS)
 			break;
 	}
+}
+
+/* The overflow's event on the async EVD, naming the small EVD. */
+static void expect_overflow_event(DAT_EVD_HANDLE async, DAT_EVD_HANDLE small)
+{
+	DAT_EVENT ev;
 	DAT_RETURN r = wait_ev(async, 15 * SEC, &ev);
+
 	if (r != DAT_SUCCESS)
 		fail("no async event within 15 s of overflowing a 4-entry DTO EVD with 32 completions: %s", describe(r));
 	else if (ev.event_number != DAT_ASYNC_ERROR_EVD_OVERFLOW)
@@ -753,6 +757,126 @@ static void case_cq_overflow(void)
 		g_stats.errors++;
 		g_stats.faults++;
 	}
+}
+
+/* A DTO EVD smaller than what completes into it: the overflow is reported
+ * on the IA's async EVD as DAT_ASYNC_ERROR_EVD_OVERFLOW. */
+static void case_cq_overflow(void)
+{
+	struct pair p;
+	struct mem m;
+	DAT_EVD_HANDLE async = NULL, small;
+
+	if (!overflow_setup(&p, &m, &small))
+		goto out;
+	CHECK_RC(dat_ia_query(p.ia, &async, 0, NULL, 0, NULL), DAT_SUCCESS, "dat_ia_query(async EVD)");
+	overflow(&p, &m);
+	expect_overflow_event(async, small);
+out:
+	pair_close(&p);
+}
+
+/* What the agent and the thread it waits for share. */
+struct agent_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	DAT_EP_HANDLE ep;
+	DAT_EVD_HANDLE evd;
+	int fired, freed, saw_freed;
+	DAT_RETURN ep_rc, evd_rc;
+};
+
+#define AGENT_WAIT_S 10
+
+static int wait_until(struct agent_wait *w, const int *flag, int secs)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	while (!*flag)
+		if (pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0)
+			break;
+	return *flag;
+}
+
+/* The proxy agent: hands the free to another thread and waits for it, as
+ * a consumer whose agent wakes its progress thread and waits might. */
+static void wait_for_free_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
+{
+	struct agent_wait *w = data;
+
+	(void)evd;
+	pthread_mutex_lock(&w->mu);
+	w->fired = 1;
+	pthread_cond_broadcast(&w->cv);
+	w->saw_freed = wait_until(w, &w->freed, AGENT_WAIT_S);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void *free_overflowed(void *arg)
+{
+	struct agent_wait *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	int fired = wait_until(w, &w->fired, 30);
+	pthread_mutex_unlock(&w->mu);
+	if (!fired)
+		return NULL;
+	DAT_RETURN ep_rc = dat_ep_free(w->ep);
+	DAT_RETURN evd_rc = dat_evd_free(w->evd);
+	pthread_mutex_lock(&w->mu);
+	w->ep_rc = ep_rc;
+	w->evd_rc = evd_rc;
+	w->freed = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* An agent fired by the overflow's async event waits for another thread
+ * that frees the overflowed EVD (and the EP on it): the free must not wait
+ * for the agent. verbs' ibv_destroy_cq waits for the event's
+ * acknowledgement, sock's free for its event thread, so the event is
+ * acknowledged before agents run; with the agent inside the handling both
+ * waited AGENT_WAIT_S seconds for each other. */
+static void case_agent_waits_for_free(void)
+{
+	struct pair p;
+	struct mem m;
+	DAT_EVD_HANDLE async = NULL, small;
+	DAT_CNO_HANDLE cno = NULL;
+	struct agent_wait w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	DAT_OS_WAIT_PROXY_AGENT agent = { &w, wait_for_free_agent };
+	pthread_t t;
+
+	if (!overflow_setup(&p, &m, &small))
+		goto out;
+	CHECK_RC(dat_ia_query(p.ia, &async, 0, NULL, 0, NULL), DAT_SUCCESS, "dat_ia_query(async EVD)");
+	CHECK_RC(dat_cno_create(p.ia, agent, &cno), DAT_SUCCESS, "dat_cno_create(agent)");
+	if (!cno)
+		goto out;
+	CHECK_RC(dat_evd_modify_cno(async, cno), DAT_SUCCESS, "dat_evd_modify_cno(async EVD)");
+	w.ep = p.a.ep;
+	w.evd = small;
+	if (pthread_create(&t, NULL, free_overflowed, &w) != 0) {
+		fail("pthread_create failed");
+		goto out;
+	}
+	overflow(&p, &m);
+	pthread_join(t, NULL);
+	if (!w.fired) {
+		fail("the async EVD's agent did not run within 30 s of the overflow");
+		goto out;
+	}
+	CHECK(w.saw_freed, "the EP and EVD frees had not returned after the agent waited %d s for them "
+	      "(the free waits for the event the agent is part of)", AGENT_WAIT_S);
+	CHECK_EQ(w.ep_rc, DAT_SUCCESS, "dat_ep_free(A) on the other thread");
+	CHECK_EQ(w.evd_rc, DAT_SUCCESS, "dat_evd_free(the overflowed EVD) on the other thread");
+	p.a.ep = NULL;
+	/* dat_evd_wait refuses an EVD feeding an enabled CNO. */
+	CHECK_RC(dat_evd_modify_cno(async, NULL), DAT_SUCCESS, "dat_evd_modify_cno(async EVD, none)");
+	expect_overflow_event(async, small);
 out:
 	pair_close(&p);
 }
@@ -988,6 +1112,7 @@ const struct tcase faults_cases[] = {
 	CASE("faults", abrupt_close_releases, 0),
 	CASE("faults", recv_overrun, 1),
 	CASE("faults", cq_overflow, 1),
+	CASE("faults", agent_waits_for_free, 1),
 	CASE("faults", close_frees_qualifier, 0),
 	CASE("faults", connect_close_releases, 0),
 	CASE("faults", cancel_waiter, 1),

@@ -9,7 +9,8 @@
 //! the QP's events), so a consumer may be freeing the very object an event
 //! names: the objects are pinned while they are read, and `remove` waits
 //! for the pin before it drops one. CNO agents the event triggers run
-//! after the pins go, since an agent may free what was pinned.
+//! after the pins go and after the backend's acknowledgement, since an
+//! agent may free what was pinned, or wait for a thread freeing it.
 
 use crate::state::Provider;
 use crate::backend::AsyncEvent;
@@ -20,8 +21,13 @@ use crate::quiesce;
 use crate::srq::Srq;
 use dat_abi::*;
 
-pub fn handle_event<T: Provider>(ev: &AsyncEvent) {
-    quiesce::with_agents_held(|| report::<T>(ev))
+/// `done` goes before the CNO agents: the backend acknowledges the event
+/// there, and an agent may wait for a thread freeing the object it names.
+pub fn handle_event<T: Provider>(ev: &AsyncEvent, done: &mut dyn FnMut()) {
+    quiesce::with_agents_held(|| {
+        report::<T>(ev);
+        done();
+    })
 }
 
 fn report<T: Provider>(ev: &AsyncEvent) {

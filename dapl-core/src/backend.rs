@@ -366,8 +366,12 @@ pub struct CmEvent<'a, T: Transport> {
 }
 
 /// Handles one connection event; an id it returns is destroyed once the
-/// event is acknowledged.
-pub type CmHandler<T> = fn(&CmEvent<T>) -> Option<<T as Transport>::ConnId>;
+/// event is acknowledged. The handler calls `done` (once) when it no longer
+/// reads the event, and the backend acknowledges the event there: CNO
+/// agents the event fires run after that, so an agent may wait for a
+/// thread destroying the id the event names (rdma_destroy_id waits for
+/// the acknowledgement).
+pub type CmHandler<T> = fn(&CmEvent<T>, &mut dyn FnMut()) -> Option<<T as Transport>::ConnId>;
 
 /// A device event not tied to one work request. Contexts are the DAT
 /// handles the objects were given.
@@ -395,7 +399,10 @@ impl AsyncEvent {
     }
 }
 
-pub type AsyncHandler = fn(&AsyncEvent);
+/// Handles one device async event, calling `done` (once) when it no longer
+/// reads the object the event names, as `CmHandler` (a destroy of a verbs
+/// CQ, QP or SRQ waits for its events' acknowledgement).
+pub type AsyncHandler = fn(&AsyncEvent, &mut dyn FnMut());
 
 /// Runs between event waits; returns how long (µs) until it wants to run again.
 pub type Tick = Box<dyn Fn() -> Option<u64> + Send>;

@@ -209,9 +209,13 @@ fn finish_disconnect<T: Provider>(ep: &Ep<T>, h: DAT_EP_HANDLE) {
 }
 
 /// Handles one connection event on the CM thread. Returns an id to destroy
-/// once the event is acked.
-pub fn handle_event<T: Provider>(ev: &CmEvent<T>) -> Option<T::ConnId> {
-    quiesce::cm_busy::<T, _>(|| handle_event_locked::<T>(ev))
+/// once the event is acked; `done` is called before the CNO agents run.
+pub fn handle_event<T: Provider>(ev: &CmEvent<T>, done: &mut dyn FnMut()) -> Option<T::ConnId> {
+    quiesce::with_agents_held(|| {
+        let spent = quiesce::cm_busy::<T, _>(|| handle_event_locked::<T>(ev));
+        done();
+        spent
+    })
 }
 
 fn handle_event_locked<T: Provider>(ev: &CmEvent<T>) -> Option<T::ConnId> {

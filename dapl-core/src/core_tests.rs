@@ -10,7 +10,7 @@ use dat_abi::*;
 use std::ffi::CString;
 use std::ptr::null_mut;
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The mock's live-object counters are global: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -83,6 +83,11 @@ fn event(kind: CmEventKind, id: Id, context: usize, pdata: &[u8]) -> CmEvent<'_,
     CmEvent { kind, id, context, pdata, ud_peer: None }
 }
 
+/// A connection event handled as the CM thread does, with nothing to acknowledge.
+fn cm_event(ev: &CmEvent<'_, mock::Mock>) -> Option<Id> {
+    connection::handle_event::<T>(ev, &mut || {})
+}
+
 fn post_send(ep_h: DAT_EP_HANDLE, t: &mut DAT_LMR_TRIPLET, cookie: u64) -> DAT_RETURN {
     // SAFETY: a consumer post with one triplet on our stack.
     unsafe { ep::post_send::<T>(ep_h, 1, t, DAT_DTO_COOKIE { as_64: cookie }, DAT_COMPLETION_DEFAULT_FLAG) }
@@ -98,9 +103,9 @@ fn connect(s: &Setup, accept_pdata: &[u8]) -> Id {
     assert_eq!(state(s.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
     let id = ep::get::<T>(s.ep).unwrap().cm_id.get().expect("an id while connecting");
     for kind in [CmEventKind::AddrResolved, CmEventKind::RouteResolved] {
-        assert!(connection::handle_event::<T>(&event(kind, id, s.ep as usize, &[])).is_none());
+        assert!(cm_event(&event(kind, id, s.ep as usize, &[])).is_none());
     }
-    assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectResponse, id, s.ep as usize, accept_pdata)).is_none());
+    assert!(cm_event(&event(CmEventKind::ConnectResponse, id, s.ep as usize, accept_pdata)).is_none());
     id
 }
 
@@ -114,7 +119,7 @@ fn consumer_psp(s: &Setup, qual: DAT_CONN_QUAL) -> DAT_PSP_HANDLE {
 
 /// A connection request `req` to `psp_h`, and the CR it became.
 fn request(s: &Setup, psp_h: DAT_PSP_HANDLE, req: Id, pdata: &[u8]) -> DAT_CR_HANDLE {
-    assert!(connection::handle_event::<T>(&event(CmEventKind::ConnectRequest, req, psp_h as usize, pdata)).is_none());
+    assert!(cm_event(&event(CmEventKind::ConnectRequest, req, psp_h as usize, pdata)).is_none());
     let e = dequeue(s.conn).expect("a connection request");
     assert_eq!(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
     // SAFETY: the event number names the member.
@@ -211,7 +216,7 @@ fn active_connection_then_an_error_completion_breaks_it() {
     assert_eq!(conn_of(&dequeue(s.conn).expect("broken")).0, DAT_CONNECTION_EVENT_BROKEN);
     assert_eq!(id.with(|i| i.calls.last().copied()), Some("disconnect"));
     // The peer's DISCONNECTED that follows adds no second event.
-    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    assert!(cm_event(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
     assert!(dequeue(s.conn).is_none());
     // SAFETY: a live EP, then IA.
     unsafe {
@@ -232,7 +237,7 @@ fn a_consumer_reject_reaches_the_active_side_with_its_reason() {
     // SAFETY: a consumer connect to a full sockaddr_in6.
     ok(unsafe { connection::connect::<T>(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7001, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0) });
     let id = ep::get::<T>(s.ep).unwrap().cm_id.get().unwrap();
-    let spent = connection::handle_event::<T>(&event(CmEventKind::Rejected { by_consumer: true }, id, s.ep as usize, b"busy"));
+    let spent = cm_event(&event(CmEventKind::Rejected { by_consumer: true }, id, s.ep as usize, b"busy"));
     // The spent id comes back to be destroyed after the event's ack.
     assert_eq!(spent, Some(id));
     spent.unwrap().destroy();
@@ -260,14 +265,14 @@ fn a_request_on_a_psp_becomes_a_cr_and_accepting_it_connects() {
     ok(unsafe { cr::accept::<T>(cr_h, s.ep, 0, null_mut()) });
     assert_eq!(state(s.ep), DAT_EP_STATE_COMPLETION_PENDING);
     assert_eq!(req.with(|i| (i.context, i.calls.clone())), (s.ep as usize, vec!["accept"]));
-    assert!(connection::handle_event::<T>(&event(CmEventKind::Established, req, s.ep as usize, &[])).is_none());
+    assert!(cm_event(&event(CmEventKind::Established, req, s.ep as usize, &[])).is_none());
     assert_eq!(state(s.ep), DAT_EP_STATE_CONNECTED);
     assert_eq!(conn_of(&dequeue(s.conn).unwrap()).0, DAT_CONNECTION_EVENT_ESTABLISHED);
     // A graceful disconnect waits for the peer; its DISCONNECTED finishes it.
     // SAFETY: a live EP.
     ok(unsafe { connection::disconnect::<T>(s.ep, DAT_CLOSE_GRACEFUL_FLAG) });
     assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECT_PENDING);
-    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, req, s.ep as usize, &[])).is_none());
+    assert!(cm_event(&event(CmEventKind::Disconnected, req, s.ep as usize, &[])).is_none());
     assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
     assert_eq!(conn_of(&dequeue(s.conn).unwrap()).0, DAT_CONNECTION_EVENT_DISCONNECTED);
     // SAFETY: a live IA.
@@ -465,7 +470,7 @@ fn connection_private_data_outlives_later_events() {
     let s = setup("mock-pdata-lifetime");
     let id = connect(&s, b"welcome");
     // The peer goes away before the consumer looked at anything.
-    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    assert!(cm_event(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
     let established = dequeue(s.conn).expect("established");
     // SAFETY: connection events fill this member.
     let d = unsafe { established.event_data.connect_event_data };
@@ -537,10 +542,20 @@ fn a_connect_and_an_accept_racing_for_one_ep_never_both_take_it() {
 static AGENT_EP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 static AGENT_FREE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
 
+/// Set by the handlers' `done` (the backend's acknowledgement); what the
+/// agent found there when it ran.
+static ACKED: AtomicBool = AtomicBool::new(false);
+static ACKED_BEFORE_AGENT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
+
 unsafe extern "C" fn free_the_ep(_data: DAT_PVOID, _evd: DAT_EVD_HANDLE) {
+    ACKED_BEFORE_AGENT.store(ACKED.load(Ordering::SeqCst) as i64, Ordering::SeqCst);
     // SAFETY: the EP the test stored, freed as a consumer's agent would.
     let r = unsafe { ep::free::<T>(AGENT_EP.load(Ordering::SeqCst) as DAT_EP_HANDLE) };
     AGENT_FREE.store(r as i64, Ordering::SeqCst);
+}
+
+unsafe extern "C" fn note_the_ack(_data: DAT_PVOID, _evd: DAT_EVD_HANDLE) {
+    ACKED_BEFORE_AGENT.store(ACKED.load(Ordering::SeqCst) as i64, Ordering::SeqCst);
 }
 
 /// An async event pins the EP it names while it reads it, and a CNO agent
@@ -553,6 +568,8 @@ fn an_agent_fired_by_an_async_event_may_free_the_ep_it_names() {
     let async_evd = crate::handle::get::<crate::ia::Ia<T>>(s.ia).unwrap().async_evd();
     AGENT_EP.store(s.ep as usize, Ordering::SeqCst);
     AGENT_FREE.store(-1, Ordering::SeqCst);
+    ACKED.store(false, Ordering::SeqCst);
+    ACKED_BEFORE_AGENT.store(-1, Ordering::SeqCst);
     let mut cno = null_mut();
     let agent = DAT_OS_WAIT_PROXY_AGENT { instance_data: null_mut(), proxy_agent_func: Some(free_the_ep) };
     // SAFETY: live handles and a valid out-pointer.
@@ -563,11 +580,16 @@ fn an_agent_fired_by_an_async_event_may_free_the_ep_it_names() {
     let ep_addr = s.ep as usize;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        crate::async_error::handle_event::<T>(&crate::backend::AsyncEvent::QpError { context: ep_addr, code: 5 });
+        crate::async_error::handle_event::<T>(&crate::backend::AsyncEvent::QpError { context: ep_addr, code: 5 }, &mut || {
+            ACKED.store(true, Ordering::SeqCst)
+        });
         tx.send(()).unwrap();
     });
     rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the async event's handler never returned");
     assert_eq!(AGENT_FREE.load(Ordering::SeqCst), DAT_SUCCESS as i64, "the agent's dat_ep_free");
+    // verbs: a free on another thread waits for the acknowledgement, so an
+    // agent run before it and waiting for that thread would wait for ever.
+    assert_eq!(ACKED_BEFORE_AGENT.load(Ordering::SeqCst), 1, "the agent ran before the event was acknowledged");
     let e = dequeue(async_evd).expect("the async EVD holds the event");
     assert_eq!(e.event_number, DAT_ASYNC_ERROR_EP_BROKEN);
     // SAFETY: the event number says which member is filled.
@@ -577,6 +599,41 @@ fn an_agent_fired_by_an_async_event_may_free_the_ep_it_names() {
         assert_eq!(ep::free::<T>(s.ep), dat_abi::status::invalid_handle(DAT_INVALID_HANDLE_EP));
         ok(ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG));
     }
+}
+
+/// A connection event's CNO agent runs after the event is acknowledged (on
+/// verbs, rdma_destroy_id waits for that: an agent run before it that
+/// waited for a thread freeing the EP would wait for ever).
+#[test]
+fn an_agent_fired_by_a_connection_event_runs_after_its_acknowledgement() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-cm-agent");
+    ACKED.store(false, Ordering::SeqCst);
+    ACKED_BEFORE_AGENT.store(-1, Ordering::SeqCst);
+    let mut cno = null_mut();
+    let agent = DAT_OS_WAIT_PROXY_AGENT { instance_data: null_mut(), proxy_agent_func: Some(note_the_ack) };
+    // SAFETY: all-zero sockaddr_in, then its family.
+    let mut peer: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    peer.sin_family = libc::AF_INET as _;
+    // SAFETY: live handles, valid out-pointers, a full sockaddr_in.
+    unsafe {
+        ok(crate::cno::create::<T>(s.ia, agent, &mut cno));
+        ok(evd::modify_cno::<T>(s.conn, cno));
+        ok(connection::connect::<T>(s.ep, &mut peer as *mut _ as DAT_IA_ADDRESS_PTR, 7000, DAT_TIMEOUT_INFINITE, 0, null_mut(), 0, 0));
+    }
+    let id = ep::get::<T>(s.ep).unwrap().cm_id.get().expect("an id while connecting");
+    for kind in [CmEventKind::AddrResolved, CmEventKind::RouteResolved] {
+        assert!(cm_event(&event(kind, id, s.ep as usize, &[])).is_none());
+    }
+    assert_eq!(ACKED_BEFORE_AGENT.load(Ordering::SeqCst), -1, "an agent ran with no event queued");
+    let spent = connection::handle_event::<T>(&event(CmEventKind::ConnectResponse, id, s.ep as usize, &[]), &mut || {
+        ACKED.store(true, Ordering::SeqCst)
+    });
+    assert!(spent.is_none());
+    assert_eq!(ACKED_BEFORE_AGENT.load(Ordering::SeqCst), 1, "the agent ran before the event was acknowledged");
+    assert_eq!(conn_of(&dequeue(s.conn).expect("the ESTABLISHED event")).0, DAT_CONNECTION_EVENT_ESTABLISHED);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
 
 /// A request the connection manager no longer holds acceptable (rdma_cm:
@@ -601,7 +658,7 @@ fn accepting_a_request_whose_requester_left_is_invalid_state() {
 
     let req = Id::request();
     let second = request(&s, psp_h, req, &[]);
-    let gone = connection::handle_event::<T>(&event(CmEventKind::Rejected { by_consumer: false }, req, second as usize, &[]));
+    let gone = cm_event(&event(CmEventKind::Rejected { by_consumer: false }, req, second as usize, &[]));
     assert!(gone.is_some(), "the requester's REJ takes the CR's id, to be destroyed");
     // SAFETY: a live CR (without its id) and EP.
     assert_eq!(unsafe { cr::accept::<T>(second, s.ep, 0, null_mut()) }, dat_abi::status::invalid_state(0));
@@ -693,7 +750,7 @@ fn a_reset_keeps_completions_the_device_flushes_late() {
     recv(4);
     // SAFETY: a live EP.
     ok(unsafe { connection::disconnect::<T>(s.ep, DAT_CLOSE_ABRUPT_FLAG) });
-    assert!(connection::handle_event::<T>(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
+    assert!(cm_event(&event(CmEventKind::Disconnected, id, s.ep as usize, &[])).is_none());
     assert_eq!(state(s.ep), DAT_EP_STATE_DISCONNECTED);
     // SAFETY: a live EP.
     ok(unsafe { ep::reset::<T>(s.ep) });

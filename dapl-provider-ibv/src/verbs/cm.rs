@@ -239,7 +239,7 @@ fn kind_of(ev: &ibv::rdma_cm_event) -> CmEventKind {
 }
 
 /// Hands one rdma_cm event to the core's handler, in its terms.
-fn dispatch(ev: &ibv::rdma_cm_event, handler: CmHandler<Verbs>) -> Option<CmId> {
+fn dispatch(ev: &ibv::rdma_cm_event, handler: CmHandler<Verbs>, done: &mut dyn FnMut()) -> Option<CmId> {
     let id = CmId(NonNull::new(ev.id)?);
     log::debug!("rdma_cm event {} status {} on id {:p}", ev.event, ev.status, ev.id);
     let kind = kind_of(ev);
@@ -272,7 +272,46 @@ fn dispatch(ev: &ibv::rdma_cm_event, handler: CmHandler<Verbs>) -> Option<CmId> 
         let ud = unsafe { &ev.param.ud };
         (&ud.ah_attr, ud.qp_num)
     });
-    handler(&CmEvent { kind, id, context, pdata, ud_peer })
+    handler(&CmEvent { kind, id, context, pdata, ud_peer }, done)
+}
+
+/// An rdma_cm event, acknowledged once: when its handler is done with it
+/// (before the CNO agents it fired run), else when this goes.
+struct CmAck(*mut ibv::rdma_cm_event);
+
+impl CmAck {
+    fn ack(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the event we got, acked once (its data is not read after).
+            unsafe { ibv::rdma_ack_cm_event(self.0) };
+            self.0 = std::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for CmAck {
+    fn drop(&mut self) {
+        self.ack();
+    }
+}
+
+/// A verbs async event, acknowledged once, as `CmAck`.
+struct AsyncAck(ibv::ibv_async_event, bool);
+
+impl AsyncAck {
+    fn ack(&mut self) {
+        if !self.1 {
+            // SAFETY: acking the event we got, once (destroying its object waits for this).
+            unsafe { ibv::ibv_ack_async_event(&mut self.0) };
+            self.1 = true;
+        }
+    }
+}
+
+impl Drop for AsyncAck {
+    fn drop(&mut self) {
+        self.ack();
+    }
 }
 
 fn async_event_of(ev: &ibv::ibv_async_event) -> AsyncEvent {
@@ -349,10 +388,11 @@ impl CmThread {
                         break;
                     }
                     dapl_core::tsan::acquire(&CM_EDGE);
-                    // SAFETY: a valid event until acked below.
-                    let r = std::panic::catch_unwind(|| dispatch(unsafe { &*ev }, handler));
-                    // SAFETY: acking the event we got.
-                    unsafe { ibv::rdma_ack_cm_event(ev) };
+                    let mut ack = CmAck(ev);
+                    // SAFETY: a valid event until acked, which the handler
+                    // asks for once it no longer reads it.
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(unsafe { &*ev }, handler, &mut || ack.ack())));
+                    drop(ack);
                     match r {
                         Ok(Some(id)) => id.destroy(),
                         Ok(None) => {}
@@ -366,11 +406,12 @@ impl CmThread {
                     if unsafe { ibv::ibv_get_async_event(vctx.0, &mut ev) } != 0 {
                         break;
                     }
-                    if std::panic::catch_unwind(|| on_async(&async_event_of(&ev))).is_err() {
+                    let a = async_event_of(&ev);
+                    let mut ack = AsyncAck(ev, false);
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_async(&a, &mut || ack.ack()))).is_err() {
                         log::error!("async event handler panicked; event dropped");
                     }
-                    // SAFETY: acking the event we got (destroying its object waits for this).
-                    unsafe { ibv::ibv_ack_async_event(&mut ev) };
+                    drop(ack);
                 }
             }
         })?;

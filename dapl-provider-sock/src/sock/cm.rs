@@ -404,10 +404,12 @@ pub struct Events {
     thread: Option<JoinHandle<()>>,
 }
 
-fn dispatch(ev: Ev, on_cm: CmHandler<Sock>, on_async: AsyncHandler) {
+/// `done`: the event thread is past its use of the object an async event
+/// names (a free of it waits for that, `Shared::forget_async`).
+fn dispatch(ev: Ev, on_cm: CmHandler<Sock>, on_async: AsyncHandler, done: &mut dyn FnMut()) {
     match ev {
         Ev::Async(a) => {
-            if std::panic::catch_unwind(|| on_async(&a)).is_err() {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_async(&a, done))).is_err() {
                 log::error!("async event handler panicked; event {a:?} dropped");
             }
         }
@@ -433,8 +435,9 @@ fn dispatch(ev: Ev, on_cm: CmHandler<Sock>, on_async: AsyncHandler) {
             let ud_peer = ud.as_ref().map(|(p, q)| (p, *q));
             let e = CmEvent { kind, id: Id(id), context, pdata: &pdata, ud_peer };
             log::debug!("sock: {kind:?} on id {id} for {context:#x}");
-            match std::panic::catch_unwind(|| on_cm(&e)) {
-                Ok(Some(done)) => done.destroy(),
+            // Destroying a sock id does not wait for this thread: nothing to acknowledge.
+            match std::panic::catch_unwind(|| on_cm(&e, &mut || {})) {
+                Ok(Some(spent)) => spent.destroy(),
                 Ok(None) => {}
                 Err(_) => log::error!("connection event handler panicked; {kind:?} dropped"),
             }
@@ -469,7 +472,7 @@ impl Events {
                         ev
                     };
                     match ev {
-                        Some(ev) => dispatch(ev, on_cm, on_async),
+                        Some(ev) => dispatch(ev, on_cm, on_async, &mut || shared.dispatching.store(0, Ordering::Release)),
                         None => break,
                     }
                     shared.dispatching.store(0, Ordering::Release);

@@ -231,9 +231,9 @@ impl Shared {
         }
         lock(&self.events).retain(|e| !matches!(e, cm::Ev::Async(a) if a.context() == context));
         // The event thread itself (a CNO agent it runs frees the object)
-        // is past its use of the object. Agents run inside the handling,
-        // so one must not wait for a thread freeing the object its event
-        // named (DAT's proxy agents are notifications, not waits).
+        // is past its use of the object. Agents run after the handler has
+        // cleared `dispatching`, so one may also wait for another thread
+        // freeing the object its event named.
         if !super::role::on_event_thread() {
             while self.dispatching.load(Ordering::Acquire) == context {
                 std::thread::yield_now();
