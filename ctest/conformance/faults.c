@@ -782,7 +782,7 @@ struct agent_wait {
 	pthread_cond_t cv;
 	DAT_EP_HANDLE ep;
 	DAT_EVD_HANDLE evd;
-	int fired, freed, saw_freed;
+	int fired, freed, saw_freed, returned;
 	DAT_RETURN ep_rc, evd_rc;
 };
 
@@ -811,6 +811,8 @@ static void wait_for_free_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
 	w->fired = 1;
 	pthread_cond_broadcast(&w->cv);
 	w->saw_freed = wait_until(w, &w->freed, AGENT_WAIT_S);
+	w->returned = 1;
+	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -867,6 +869,13 @@ static void case_agent_waits_for_free(void)
 	pthread_join(t, NULL);
 	if (!w.fired) {
 		fail("the async EVD's agent did not run within 30 s of the overflow");
+		goto out;
+	}
+	pthread_mutex_lock(&w.mu);
+	int returned = wait_until(&w, &w.returned, AGENT_WAIT_S + 5);
+	pthread_mutex_unlock(&w.mu);
+	if (!returned) {
+		fail("the agent did not return within %d s of the frees", AGENT_WAIT_S + 5);
 		goto out;
 	}
 	CHECK(w.saw_freed, "the EP and EVD frees had not returned after the agent waited %d s for them "
