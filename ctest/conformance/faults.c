@@ -782,7 +782,7 @@ struct agent_wait {
 	pthread_cond_t cv;
 	DAT_EP_HANDLE ep;
 	DAT_EVD_HANDLE evd;
-	int fired, freed, saw_freed, returned;
+	int fired, posted, freed, saw_freed, returned;
 	DAT_RETURN ep_rc, evd_rc;
 };
 
@@ -820,10 +820,12 @@ static void *free_overflowed(void *arg)
 {
 	struct agent_wait *w = arg;
 
+	/* Not while the main thread still posts on the EP: freeing an EP
+	 * another thread posts to is the consumer's race (docs/threads.md). */
 	pthread_mutex_lock(&w->mu);
-	int fired = wait_until(w, &w->fired, 30);
+	int ready = wait_until(w, &w->fired, 30) && wait_until(w, &w->posted, 30);
 	pthread_mutex_unlock(&w->mu);
-	if (!fired)
+	if (!ready)
 		return NULL;
 	DAT_RETURN ep_rc = dat_ep_free(w->ep);
 	DAT_RETURN evd_rc = dat_evd_free(w->evd);
@@ -866,6 +868,10 @@ static void case_agent_waits_for_free(void)
 		goto out;
 	}
 	overflow(&p, &m);
+	pthread_mutex_lock(&w.mu);
+	w.posted = 1;
+	pthread_cond_broadcast(&w.cv);
+	pthread_mutex_unlock(&w.mu);
 	pthread_join(t, NULL);
 	if (!w.fired) {
 		fail("the async EVD's agent did not run within 30 s of the overflow");
