@@ -896,6 +896,58 @@ out:
 	pair_close(&p);
 }
 
+/* The agent of a CNO on A's connection EVD, fired by the DISCONNECTED
+ * event the peer's disconnect brings, frees A on the spot. */
+static void free_own_ep_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
+{
+	struct agent_wait *w = data;
+	DAT_RETURN rc;
+
+	(void)evd;
+	rc = dat_ep_free(w->ep);
+	pthread_mutex_lock(&w->mu);
+	w->ep_rc = rc;
+	w->returned = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* An agent fired by a connection event frees the EP the event is about,
+ * on the provider's thread that runs it: the free ends the EP's
+ * connection id, which verbs (rdma_destroy_id) does only once every event
+ * of the id is acknowledged, and the event that fired the agent was
+ * acknowledged after its agents before: the thread waited on itself. */
+static void case_agent_frees_its_ep(void)
+{
+	struct pair p;
+	DAT_CNO_HANDLE cno = NULL;
+	struct agent_wait w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	DAT_OS_WAIT_PROXY_AGENT agent = { &w, free_own_ep_agent };
+
+	if (!pair_open(&p))
+		goto out;
+	CHECK_RC(dat_cno_create(p.ia, agent, &cno), DAT_SUCCESS, "dat_cno_create(agent)");
+	if (!cno)
+		goto out;
+	w.ep = p.a.ep;
+	CHECK_RC(dat_evd_modify_cno(p.a.conn, cno), DAT_SUCCESS, "dat_evd_modify_cno(A's connection EVD)");
+	CHECK_RC(dat_ep_disconnect(p.b.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(B)");
+	pthread_mutex_lock(&w.mu);
+	int returned = wait_until(&w, &w.returned, 20);
+	pthread_mutex_unlock(&w.mu);
+	if (!returned) {
+		fail("the agent's dat_ep_free(A) had not returned 20 s after B's disconnect");
+		/* Its thread is stuck: closing the IA would wait for it too. */
+		fflush(NULL);
+		_exit(1);
+	}
+	CHECK_EQ(w.ep_rc, DAT_SUCCESS, "dat_ep_free(A) in the agent");
+	p.a.ep = NULL;
+	g_stats.faults++;
+out:
+	pair_close(&p);
+}
+
 /* A thread the consumer cancels while it sleeps in dat_evd_wait or
  * dat_cno_wait (MVAPICH2 ends its connection thread so, with asynchronous
  * cancellation, in MPI_Finalize): it ends like any cancelled thread instead
@@ -1128,6 +1180,7 @@ const struct tcase faults_cases[] = {
 	CASE("faults", recv_overrun, 1),
 	CASE("faults", cq_overflow, 1),
 	CASE("faults", agent_waits_for_free, 1),
+	CASE("faults", agent_frees_its_ep, 1),
 	CASE("faults", close_frees_qualifier, 0),
 	CASE("faults", connect_close_releases, 0),
 	CASE("faults", cancel_waiter, 1),
