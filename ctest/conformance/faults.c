@@ -948,6 +948,59 @@ out:
 	pair_close(&p);
 }
 
+/* The agent closes the whole IA (abruptly) on the provider's thread. */
+static void close_ia_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
+{
+	struct agent_wait *w = data;
+	DAT_RETURN rc;
+
+	(void)evd;
+	rc = dat_ia_close(w->ep, DAT_CLOSE_ABRUPT_FLAG);
+	pthread_mutex_lock(&w->mu);
+	w->ep_rc = rc;
+	w->returned = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* An agent fired by a connection event closes the IA abruptly from the
+ * provider's own thread (which the close stops): the close returns, the
+ * thread ends without touching what the close freed, and the process
+ * opens an IA and connects again. */
+static void case_agent_closes_ia(void)
+{
+	struct pair p, q;
+	DAT_CNO_HANDLE cno = NULL;
+	struct agent_wait w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	DAT_OS_WAIT_PROXY_AGENT agent = { &w, close_ia_agent };
+
+	memset(&q, 0, sizeof(q));
+	if (!pair_open(&p))
+		goto out;
+	CHECK_RC(dat_cno_create(p.ia, agent, &cno), DAT_SUCCESS, "dat_cno_create(agent)");
+	if (!cno)
+		goto out;
+	w.ep = p.ia;
+	CHECK_RC(dat_evd_modify_cno(p.a.conn, cno), DAT_SUCCESS, "dat_evd_modify_cno(A's connection EVD)");
+	CHECK_RC(dat_ep_disconnect(p.b.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(B)");
+	pthread_mutex_lock(&w.mu);
+	int returned = wait_until(&w, &w.returned, 20);
+	pthread_mutex_unlock(&w.mu);
+	if (!returned) {
+		fail("the agent's dat_ia_close had not returned 20 s after B's disconnect");
+		fflush(NULL);
+		_exit(1);
+	}
+	CHECK_EQ(w.ep_rc, DAT_SUCCESS, "dat_ia_close(ABRUPT) in the agent");
+	p.ia = p.ib = NULL;
+	usleep(200000);
+	if (pair_open(&q))
+		g_stats.faults++;
+	pair_close(&q);
+out:
+	pair_close(&p);
+}
+
 /* A thread the consumer cancels while it sleeps in dat_evd_wait or
  * dat_cno_wait (MVAPICH2 ends its connection thread so, with asynchronous
  * cancellation, in MPI_Finalize): it ends like any cancelled thread instead
@@ -1181,6 +1234,7 @@ const struct tcase faults_cases[] = {
 	CASE("faults", cq_overflow, 1),
 	CASE("faults", agent_waits_for_free, 1),
 	CASE("faults", agent_frees_its_ep, 1),
+	CASE("faults", agent_closes_ia, 1),
 	CASE("faults", close_frees_qualifier, 0),
 	CASE("faults", connect_close_releases, 0),
 	CASE("faults", cancel_waiter, 1),

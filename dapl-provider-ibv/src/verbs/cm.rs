@@ -331,7 +331,9 @@ fn async_event_of(ev: &ibv::ibv_async_event) -> AsyncEvent {
 }
 
 pub struct CmThread {
-    stop: Arc<(AtomicBool, Wake)>,
+    /// Stop; its wake; and "the IA was closed on this thread itself" (by a
+    /// CNO agent), when the channel is gone as soon as the handler returns.
+    stop: Arc<(AtomicBool, Wake, AtomicBool)>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -364,7 +366,7 @@ impl CmThread {
         tick: Tick,
     ) -> std::io::Result<CmThread> {
         let wake = Wake::new().ok_or_else(std::io::Error::last_os_error)?;
-        let stop = Arc::new((AtomicBool::new(false), wake));
+        let stop = Arc::new((AtomicBool::new(false), wake, AtomicBool::new(false)));
         // SAFETY: channel fd owned by the IA's device; made non-blocking so the
         // thread can also watch its stop signal.
         let fd = unsafe { (*channel).fd };
@@ -393,10 +395,17 @@ impl CmThread {
                     // asks for once it no longer reads it.
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(unsafe { &*ev }, handler, &mut || ack.ack())));
                     drop(ack);
+                    // A CNO agent may have closed the IA on this thread: its
+                    // channel is gone, and with it what a destroy would use.
+                    let closed = s.2.load(Ordering::Acquire);
                     match r {
-                        Ok(Some(id)) => id.destroy(),
+                        Ok(Some(id)) if !closed => id.destroy(),
+                        Ok(Some(_)) => log::debug!("IA closed by a CNO agent on the CM thread: the spent id goes with its channel"),
                         Ok(None) => {}
                         Err(_) => log::error!("connection event handler panicked; event dropped"),
+                    }
+                    if closed {
+                        return;
                     }
                 }
                 loop {
@@ -412,6 +421,9 @@ impl CmThread {
                         log::error!("async event handler panicked; event dropped");
                     }
                     drop(ack);
+                    if s.2.load(Ordering::Acquire) {
+                        return;
+                    }
                 }
             }
         })?;
@@ -426,6 +438,8 @@ impl Drop for CmThread {
         if let Some(t) = self.thread.take() {
             if t.thread().id() != std::thread::current().id() {
                 let _ = t.join();
+            } else {
+                self.stop.2.store(true, Ordering::Release);
             }
         }
     }
