@@ -896,20 +896,62 @@ out:
 	pair_close(&p);
 }
 
-/* The agent of a CNO on A's connection EVD, fired by the DISCONNECTED
- * event the peer's disconnect brings, frees A on the spot. */
-static void free_own_ep_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
+/* What an agent fired by a connection event does, to what. */
+struct agent_act {
+	struct agent_wait w;
+	DAT_RETURN (*act)(DAT_HANDLE);
+	DAT_HANDLE target;
+};
+
+static void acting_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
 {
-	struct agent_wait *w = data;
+	struct agent_act *a = data;
 	DAT_RETURN rc;
 
 	(void)evd;
-	rc = dat_ep_free(w->ep);
-	pthread_mutex_lock(&w->mu);
-	w->ep_rc = rc;
-	w->returned = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
+	rc = a->act(a->target);
+	pthread_mutex_lock(&a->w.mu);
+	a->w.ep_rc = rc;
+	a->w.returned = 1;
+	pthread_cond_broadcast(&a->w.cv);
+	pthread_mutex_unlock(&a->w.mu);
+}
+
+/* Puts an agent that runs `act` on `target` on A's connection EVD and
+ * has B disconnect: the DISCONNECTED event on A's side fires it, on the
+ * provider's thread. Returns the agent's result; a provider thread stuck
+ * in it ends the case (closing the IA would wait for that thread too). */
+static DAT_RETURN on_disconnect(struct pair *p, DAT_RETURN (*act)(DAT_HANDLE), DAT_HANDLE target, const char *what)
+{
+	DAT_CNO_HANDLE cno = NULL;
+	struct agent_act a = { .w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER },
+			       .act = act, .target = target };
+	DAT_OS_WAIT_PROXY_AGENT agent = { &a, acting_agent };
+
+	CHECK_RC(dat_cno_create(p->ia, agent, &cno), DAT_SUCCESS, "dat_cno_create(agent)");
+	if (!cno)
+		return DAT_INTERNAL_ERROR;
+	CHECK_RC(dat_evd_modify_cno(p->a.conn, cno), DAT_SUCCESS, "dat_evd_modify_cno(A's connection EVD)");
+	CHECK_RC(dat_ep_disconnect(p->b.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(B)");
+	pthread_mutex_lock(&a.w.mu);
+	int returned = wait_until(&a.w, &a.w.returned, 20);
+	pthread_mutex_unlock(&a.w.mu);
+	if (!returned) {
+		fail("the agent's %s had not returned 20 s after B's disconnect", what);
+		fflush(NULL);
+		_exit(1);
+	}
+	return a.w.ep_rc;
+}
+
+static DAT_RETURN free_ep(DAT_HANDLE ep)
+{
+	return dat_ep_free(ep);
+}
+
+static DAT_RETURN close_ia_abruptly(DAT_HANDLE ia)
+{
+	return dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
 }
 
 /* An agent fired by a connection event frees the EP the event is about,
@@ -920,47 +962,14 @@ static void free_own_ep_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
 static void case_agent_frees_its_ep(void)
 {
 	struct pair p;
-	DAT_CNO_HANDLE cno = NULL;
-	struct agent_wait w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	DAT_OS_WAIT_PROXY_AGENT agent = { &w, free_own_ep_agent };
 
 	if (!pair_open(&p))
 		goto out;
-	CHECK_RC(dat_cno_create(p.ia, agent, &cno), DAT_SUCCESS, "dat_cno_create(agent)");
-	if (!cno)
-		goto out;
-	w.ep = p.a.ep;
-	CHECK_RC(dat_evd_modify_cno(p.a.conn, cno), DAT_SUCCESS, "dat_evd_modify_cno(A's connection EVD)");
-	CHECK_RC(dat_ep_disconnect(p.b.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(B)");
-	pthread_mutex_lock(&w.mu);
-	int returned = wait_until(&w, &w.returned, 20);
-	pthread_mutex_unlock(&w.mu);
-	if (!returned) {
-		fail("the agent's dat_ep_free(A) had not returned 20 s after B's disconnect");
-		/* Its thread is stuck: closing the IA would wait for it too. */
-		fflush(NULL);
-		_exit(1);
-	}
-	CHECK_EQ(w.ep_rc, DAT_SUCCESS, "dat_ep_free(A) in the agent");
+	CHECK_EQ(on_disconnect(&p, free_ep, p.a.ep, "dat_ep_free(A)"), DAT_SUCCESS, "dat_ep_free(A) in the agent");
 	p.a.ep = NULL;
 	g_stats.faults++;
 out:
 	pair_close(&p);
-}
-
-/* The agent closes the whole IA (abruptly) on the provider's thread. */
-static void close_ia_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
-{
-	struct agent_wait *w = data;
-	DAT_RETURN rc;
-
-	(void)evd;
-	rc = dat_ia_close(w->ep, DAT_CLOSE_ABRUPT_FLAG);
-	pthread_mutex_lock(&w->mu);
-	w->ep_rc = rc;
-	w->returned = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
 }
 
 /* An agent fired by a connection event closes the IA abruptly from the
@@ -970,28 +979,11 @@ static void close_ia_agent(DAT_PVOID data, DAT_EVD_HANDLE evd)
 static void case_agent_closes_ia(void)
 {
 	struct pair p, q;
-	DAT_CNO_HANDLE cno = NULL;
-	struct agent_wait w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	DAT_OS_WAIT_PROXY_AGENT agent = { &w, close_ia_agent };
 
 	memset(&q, 0, sizeof(q));
 	if (!pair_open(&p))
 		goto out;
-	CHECK_RC(dat_cno_create(p.ia, agent, &cno), DAT_SUCCESS, "dat_cno_create(agent)");
-	if (!cno)
-		goto out;
-	w.ep = p.ia;
-	CHECK_RC(dat_evd_modify_cno(p.a.conn, cno), DAT_SUCCESS, "dat_evd_modify_cno(A's connection EVD)");
-	CHECK_RC(dat_ep_disconnect(p.b.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS, "dat_ep_disconnect(B)");
-	pthread_mutex_lock(&w.mu);
-	int returned = wait_until(&w, &w.returned, 20);
-	pthread_mutex_unlock(&w.mu);
-	if (!returned) {
-		fail("the agent's dat_ia_close had not returned 20 s after B's disconnect");
-		fflush(NULL);
-		_exit(1);
-	}
-	CHECK_EQ(w.ep_rc, DAT_SUCCESS, "dat_ia_close(ABRUPT) in the agent");
+	CHECK_EQ(on_disconnect(&p, close_ia_abruptly, p.ia, "dat_ia_close"), DAT_SUCCESS, "dat_ia_close(ABRUPT) in the agent");
 	p.ia = p.ib = NULL;
 	usleep(200000);
 	if (pair_open(&q))
