@@ -149,7 +149,8 @@ out:
 }
 
 /* sends_land_whole: sends of sizes about the on-node provider's switches
- * (ring, by reference, published in 64 KiB pieces; a large send goes by
+ * (ring, by reference, published whole below 32 KiB, in 16 KiB pieces
+ * below 128 KiB and in 64 KiB pieces above; a large send goes by
  * reference only in a stream, hence four at a time, and through the ring,
  * piece by piece, when it goes alone, hence one at a time too), each from
  * two segments into a receive of three lying apart in reverse order of
@@ -161,7 +162,8 @@ out:
 
 static void case_sends_land_whole(void)
 {
-	static const size_t sizes[] = { 1, 4095, 65536, 131071, 131072, 196609, 262143, 262144, 262145, 300001, BIG - 5 };
+	static const size_t sizes[] = { 1, 4095, 32767, 32768, 49153, 65536, 98305, 131071, 131072, 196609, 262143,
+					262144, 262145, 300001, BIG - 5 };
 	static const size_t inflights[] = { 1, INFLIGHT };
 	DAT_EP_ATTR attr = small_attr(2 * INFLIGHT, 4);
 	struct pair p;

@@ -139,6 +139,9 @@ pub(super) fn scatter(segs: &[(u64, u64)], mut skip: usize, bytes: &[u8]) {
 }
 
 /// Reads more of the stream into the connection's buffer. false: nothing now.
+/// The smallest payload `fill` leaves in the ring for `take_payload`.
+const DIRECT_PAYLOAD: usize = 1024;
+
 pub(super) fn fill(c: &mut Conn) -> Result<bool, End> {
     if c.start == c.end {
         c.start = 0;
@@ -148,9 +151,20 @@ pub(super) fn fill(c: &mut Conn) -> Result<bool, End> {
         c.end -= c.start;
         c.start = 0;
     }
-    let room = c.buf.len() - c.end;
+    let mut room = c.buf.len() - c.end;
     if c.shm_in {
         let Some(m) = &c.shm else { return Ok(false) };
+        // Before a frame with a payload of some size, its header alone: the
+        // payload then goes from the ring to its destination as it comes
+        // (`take_payload`), not through this buffer, which made a frame the
+        // reader found in part two copies on this side (a 64 KiB ping-pong
+        // published in pieces: 12.2 µs against 8.6 published whole).
+        if c.end == 0 && matches!(c.inp, InState::Hdr) {
+            let mut h = [0u8; HDR];
+            if m.rx.peek(&mut h) && Hdr::decode(&h).len as usize >= DIRECT_PAYLOAD {
+                room = HDR;
+            }
+        }
         // SAFETY: the free tail of our own buffer, `room` bytes.
         let n = unsafe { m.rx.pop(c.buf[c.end..].as_mut_ptr(), room) };
         if n > 0 && m.rx.must_ring_producer() {

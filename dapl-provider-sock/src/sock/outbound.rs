@@ -279,8 +279,8 @@ pub(super) fn direct_send(c: &mut Conn, q: &QpInner, w: &Wqe, sges: &[Sge], now:
         m.tx.stage(off, hdr.as_ptr(), HDR);
         off += HDR;
         // A frame of two pieces or more is published piece by piece
-        // (`shm::PIECE`); the room for all of it is there already.
-        let piece = if w.len >= 2 * shm::PIECE as u64 { shm::PIECE } else { usize::MAX };
+        // (`shm::piece_for`); the room for all of it is there already.
+        let piece = shm::piece_for(w.len);
         for g in sges {
             let (mut from, mut left) = (g.addr as *const u8, g.len as usize);
             while left > 0 {
