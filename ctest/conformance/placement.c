@@ -162,7 +162,7 @@ out:
 
 static void case_sends_land_whole(void)
 {
-	static const size_t sizes[] = { 1, 4095, 32767, 32768, 49153, 65536, 98305, 131071, 131072, 196609, 262143,
+	static const size_t sizes[] = { 1, 4095, 32767, 32768, 49153, 65535, 65536, 98305, 131071, 131072, 196609, 262143,
 					262144, 262145, 300001, BIG - 5 };
 	static const size_t inflights[] = { 1, INFLIGHT };
 	DAT_EP_ATTR attr = small_attr(2 * INFLIGHT, 4);

@@ -26,14 +26,19 @@ pub fn cma_min() -> u64 {
 
 /// The smallest on-node send whose payload the receiver pulls by
 /// reference into its receive (`DAPL_SOCK_CMA_SEND_MIN`, bytes): one copy
-/// instead of two through the ring. Below 256 KiB the ring's two copies,
-/// one on each side at once, went faster than the receiver's one (streams
-/// of sends, window 64, alternating: ahead in 10 of 14 pairs at 64 KiB,
-/// 9 of 13 at 128 KiB, medians 9.9 against 8.9 GB/s there); at 256 KiB
-/// even, at 512 KiB by reference ahead in 3 of 4.
+/// instead of two through the ring. Only while the reader is behind (a
+/// stream): a ping-pong's message goes through the ring, in pieces.
+/// Which is faster depends on the host. On an Intel Xeon at 2.5 GHz (stop
+/// 35) the ring's two copies, one on each side at once, went faster below
+/// 256 KiB (streams of sends, window 64, alternating: ahead in 10 of 14
+/// pairs at 64 KiB, 9 of 13 at 128 KiB, medians 9.9 against 8.9 GB/s
+/// there); on a Xeon with AVX-512 (stop 41, 4 alternating rounds each) by
+/// reference from 64 KiB took 64 KiB from 10.5-12.7 to 15.4-19.4 GB/s and
+/// 128 KiB from 11.7-13.1 to 17.6-19.7, where UCX's shared memory moved
+/// 18.4 and 21.5; the threshold went down to 64 KiB.
 pub fn cma_send_min() -> u64 {
     static V: OnceLock<u64> = OnceLock::new();
-    read(&V, "DAPL_SOCK_CMA_SEND_MIN", 256 * 1024)
+    read(&V, "DAPL_SOCK_CMA_SEND_MIN", 64 * 1024)
 }
 
 /// Whether an on-node connection's mapping is faulted in whole when it is
