@@ -90,6 +90,8 @@ KEEP=${BENCH_KEEP:-0}
 ONE_CONN=${BENCH_OURS_ONE_CONN:-0}
 REPORT=${BENCH_REPORT:-}
 SMOKE=0
+# The command line as given, for the report (the loop below shifts it away).
+GIVEN="$*"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--smoke) SMOKE=1 ;;
@@ -379,7 +381,7 @@ line_ns() { if [ -n "$PROBE" ]; then "$PROBE" 0 1 2>/dev/null || echo "?"; else 
 	echo "ours=$BIN/libdat2.so.2 + $PROV, $BIN/dat-perf"
 	echo "pinning=${PIN_S:-none} server, ${PIN_C:-none} client"
 	has "$NETS" tcp && echo "tcp_cc=$CC_NOTE"
-	echo "command=$0 $([ $SMOKE = 1 ] && echo --smoke)"
+	echo "command=$0 $GIVEN"
 } >"$WORK/env.txt"
 cat >"$WORK/config.json" <<EOF
 {"rounds": $ROUNDS, "sizes": [$(csv $SIZES)], "stacks": "$STACKS", "nets": "$NETS", "modes": "$MODES",

@@ -1510,6 +1510,73 @@ static void case_extension_op(void)
 	close_ia(ia, DAT_CLOSE_GRACEFUL_FLAG, "dat_ia_close");
 }
 
+/* ep_idle_status: dat_ep_get_status says a queue is idle once what it
+ * will report has been dequeued: a receive until its completion is taken,
+ * a signaled send likewise; an unsignaled send, which never reports, does
+ * not keep the request queue busy once a later signaled one is reaped (it
+ * did for good before stop 41); dat_ep_recv_query counts the same receives. */
+static void case_ep_idle_status(void)
+{
+	DAT_EP_ATTR attr = small_attr(8, 2);
+	DAT_DTO_COMPLETION_EVENT_DATA dd;
+	DAT_BOOLEAN ri = 7, qi = 7;
+	DAT_COUNT nb = -1, bs = 0;
+	struct pair p;
+	struct mem a, b;
+	DAT_LMR_TRIPLET t;
+	DAT_DTO_COOKIE ck = { .as_64 = 1 };
+
+	if (!pair_setup(&p, 16, &attr) || !pair_connect(&p) || !mem_reg(p.ia, p.pz, 4096, DAT_MEM_PRIV_ALL_FLAG, &a) ||
+	    !mem_reg(p.ib, p.pzb, 4096, DAT_MEM_PRIV_ALL_FLAG, &b))
+		goto out;
+	t = triplet(&b, 0, 64);
+	CHECK_RC(dat_ep_get_status(p.b.ep, NULL, &ri, &qi), DAT_SUCCESS, "dat_ep_get_status(B, nothing posted)");
+	CHECK(ri == DAT_TRUE && qi == DAT_TRUE, "nothing posted: recv_idle %d, request_idle %d, expected 1 1", ri, qi);
+	CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "dat_ep_post_recv");
+	CHECK_RC(dat_ep_get_status(p.b.ep, NULL, &ri, NULL), DAT_SUCCESS, "dat_ep_get_status(B, a receive posted)");
+	CHECK_EQ(ri, DAT_FALSE, "recv_idle with a receive posted");
+	CHECK_RC(dat_ep_recv_query(p.b.ep, &nb, &bs), DAT_SUCCESS, "dat_ep_recv_query(one posted)");
+	CHECK_EQ(nb, 1, "recv_query with a receive posted");
+	t = triplet(&a, 0, 64);
+	CHECK_RC(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "dat_ep_post_send");
+	/* The receive completes; until B dequeues it, it is still B's. */
+	if (!want_dto(p.a.req, WAIT_US, &dd, "the signaled send"))
+		goto out;
+	CHECK_RC(dat_ep_get_status(p.a.ep, NULL, NULL, &qi), DAT_SUCCESS, "dat_ep_get_status(A, send reaped)");
+	CHECK_EQ(qi, DAT_TRUE, "request_idle once the send's completion is dequeued");
+	CHECK_RC(dat_ep_get_status(p.b.ep, NULL, &ri, NULL), DAT_SUCCESS, "dat_ep_get_status(B, receive not yet dequeued)");
+	CHECK_EQ(ri, DAT_FALSE, "recv_idle before the receive's completion is dequeued");
+	if (!want_dto(p.b.recv, WAIT_US, &dd, "the receive"))
+		goto out;
+	CHECK_RC(dat_ep_get_status(p.b.ep, NULL, &ri, NULL), DAT_SUCCESS, "dat_ep_get_status(B, receive dequeued)");
+	CHECK_EQ(ri, DAT_TRUE, "recv_idle once the receive's completion is dequeued");
+	CHECK_RC(dat_ep_recv_query(p.b.ep, &nb, &bs), DAT_SUCCESS, "dat_ep_recv_query(none posted)");
+	CHECK_EQ(nb, 0, "recv_query after the receive was dequeued");
+	/* An unsignaled send, then a signaled one, into two receives. */
+	t = triplet(&b, 0, 64);
+	ck.as_64 = 2;
+	CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "dat_ep_post_recv 2");
+	t = triplet(&b, 64, 64);
+	ck.as_64 = 3;
+	CHECK_RC(dat_ep_post_recv(p.b.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "dat_ep_post_recv 3");
+	t = triplet(&a, 0, 64);
+	CHECK_RC(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS, "dat_ep_post_send(unsignaled)");
+	ck.as_64 = 4;
+	CHECK_RC(dat_ep_post_send(p.a.ep, 1, &t, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS, "dat_ep_post_send(signaled)");
+	if (!want_dto(p.a.req, WAIT_US, &dd, "the signaled send after an unsignaled one"))
+		goto out;
+	CHECK_EQ(dd.user_cookie.as_64, 4, "the signaled send's cookie");
+	CHECK_RC(dat_ep_get_status(p.a.ep, NULL, NULL, &qi), DAT_SUCCESS, "dat_ep_get_status(A, both sends done)");
+	CHECK_EQ(qi, DAT_TRUE, "request_idle after an unsignaled send and a later signaled one, reaped");
+	if (!want_dto(p.b.recv, WAIT_US, &dd, "receive 2") || !want_dto(p.b.recv, WAIT_US, &dd, "receive 3"))
+		goto out;
+	CHECK_RC(dat_ep_recv_query(p.b.ep, &nb, &bs), DAT_SUCCESS, "dat_ep_recv_query(both dequeued)");
+	CHECK_EQ(nb, 0, "recv_query after both receives were dequeued");
+	g_stats.ops += 3;
+out:
+	pair_close(&p);
+}
+
 const struct tcase errors_cases[] = {
 	CASE("errors", registry_calls, 1),
 	CASE("errors", ia_open_close, 1),
@@ -1533,5 +1600,6 @@ const struct tcase errors_cases[] = {
 	CASE("errors", other_ia_ep_evd, 1),
 	CASE("errors", generic_calls, 1),
 	CASE("errors", extension_op, 1),
+	CASE("errors", ep_idle_status, 0),
 };
 const int errors_ncases = sizeof(errors_cases) / sizeof(errors_cases[0]);

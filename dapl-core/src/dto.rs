@@ -157,7 +157,7 @@ impl Ring {
     /// Counted here, on the rare queries that ask, rather than kept as a
     /// counter every completion would bump with a locked instruction (one
     /// per message on each side of an on-node stream, where each costs
-    /// 10-17 ns while the peer polls a line this thread just wrote).
+    /// 14-19 ns while the peer polls a line this thread just wrote).
     pub fn outstanding(&self) -> usize {
         // SAFETY: a shared view of each flag only, as the claim takes.
         self.slots.iter().filter(|c| unsafe { (*c.0.get()).busy.load(Ordering::Acquire) }).count()
