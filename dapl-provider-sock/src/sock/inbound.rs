@@ -138,10 +138,10 @@ pub(super) fn scatter(segs: &[(u64, u64)], mut skip: usize, bytes: &[u8]) {
     }
 }
 
-/// Reads more of the stream into the connection's buffer. false: nothing now.
 /// The smallest payload `fill` leaves in the ring for `take_payload`.
 const DIRECT_PAYLOAD: usize = 1024;
 
+/// Reads more of the stream into the connection's buffer. false: nothing now.
 pub(super) fn fill(c: &mut Conn) -> Result<bool, End> {
     if c.start == c.end {
         c.start = 0;
