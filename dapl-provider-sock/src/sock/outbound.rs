@@ -94,18 +94,20 @@ pub(super) fn publish_acks(c: &mut Conn) {
 }
 
 /// Whether a request goes by reference: the target pulls (or pushes) the
-/// bytes itself with cross-memory attach. A large send only in a stream
-/// (others wait behind it, or the reader has not yet taken all that went
-/// before it): the target's one copy, page by page from the initiator, is
-/// half the work of two copies through the ring (a stream of 4 MiB sends,
-/// on-node: 6.6 to 8.4 GB/s through the ring, 15.4 to 16.1 by reference),
-/// but a lone send through the ring is read while it is written (a
-/// ping-pong of 1 MiB: 84 to 86 µs through the ring, 127 to 141 by
-/// reference).
+/// bytes itself with cross-memory attach. A send from `send_ref_min` when
+/// it is part of a stream (others wait behind it, or the reader has not
+/// yet taken all that went before it): the target's one copy, page by page
+/// from the initiator, is half the work of two copies through the ring; a
+/// lone send from `tune::cma_lone_min` as well (whether the ring, read
+/// while it is written, or one pull is faster for it depends on the host:
+/// see there).
 fn by_reference(c: &Conn, w: &Wqe) -> bool {
     match w.op {
         WOp::Write | WOp::WriteImm | WOp::Read => c.cma_out && w.len >= tune::cma_min(),
         WOp::Send if w.len >= c.send_ref_min => {
+            if w.len >= tune::cma_lone_min() {
+                return true;
+            }
             let queued = c.qp.as_ref().is_some_and(|q| q.unsent.load(std::sync::atomic::Ordering::Acquire) > 0);
             // The reader's `tail` is read only for a large send.
             queued || c.shm.as_ref().is_some_and(|m| m.tx.tail() != m.tx.head())

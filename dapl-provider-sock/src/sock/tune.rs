@@ -25,20 +25,33 @@ pub fn cma_min() -> u64 {
 }
 
 /// The smallest on-node send whose payload the receiver pulls by
-/// reference into its receive (`DAPL_SOCK_CMA_SEND_MIN`, bytes): one copy
-/// instead of two through the ring. Only while the reader is behind (a
-/// stream): a ping-pong's message goes through the ring, in pieces.
+/// reference into its receive (`DAPL_SOCK_CMA_SEND_MIN`, bytes) while the
+/// reader is behind (a stream): one copy instead of two through the ring.
 /// Which is faster depends on the host. On an Intel Xeon at 2.5 GHz (stop
 /// 35) the ring's two copies, one on each side at once, went faster below
 /// 256 KiB (streams of sends, window 64, alternating: ahead in 10 of 14
 /// pairs at 64 KiB, 9 of 13 at 128 KiB, medians 9.9 against 8.9 GB/s
-/// there); on a Xeon with AVX-512 (stop 41, 4 alternating rounds each) by
-/// reference from 64 KiB took 64 KiB from 10.5-12.7 to 15.4-19.4 GB/s and
-/// 128 KiB from 11.7-13.1 to 17.6-19.7, where UCX's shared memory moved
-/// 18.4 and 21.5; the threshold went down to 64 KiB.
+/// there); on a Xeon with AVX-512 (stops 41 and 42) by reference took 64
+/// KiB from 10.5-12.7 to 15.4-19.4 GB/s (stop 41) and 16 KiB from
+/// 11.1-11.6 to 13.0-15.4 (stop 42), 8 KiB fell from 10.2-11.5 to
+/// 6.6-11.1; the threshold went down to 16 KiB.
 pub fn cma_send_min() -> u64 {
     static V: OnceLock<u64> = OnceLock::new();
-    read(&V, "DAPL_SOCK_CMA_SEND_MIN", 64 * 1024)
+    read(&V, "DAPL_SOCK_CMA_SEND_MIN", 16 * 1024)
+}
+
+/// The smallest on-node send pulled by reference even when it is alone,
+/// the reader waiting for it (`DAPL_SOCK_CMA_LONE_MIN`, bytes; never below
+/// `cma_send_min`). Through the ring the reader copies a lone send out
+/// while the writer copies it in, and on stop 32's host that was faster (a
+/// 1 MiB ping-pong 84-86 µs against 128-141 by reference): there this
+/// should be above the largest send. On the AVX-512 Xeon of stop 42 one
+/// `process_vm_readv` was far ahead at every size from 16 KiB (ping-pong,
+/// typical half round trip, ring against reference: 16 KiB 2.9 against
+/// 1.8 µs, 64 KiB 6.5 against 3.8, 1 MiB 141 against 75; UCX 1.7, 3.7, 75).
+pub fn cma_lone_min() -> u64 {
+    static V: OnceLock<u64> = OnceLock::new();
+    read(&V, "DAPL_SOCK_CMA_LONE_MIN", 16 * 1024)
 }
 
 /// Whether an on-node connection's mapping is faulted in whole when it is
