@@ -276,15 +276,22 @@ pub fn piece_for(len: u64) -> usize {
 }
 
 /// A producer this far into a lap, with its consumer close behind, skips
-/// the rest of the lap (`wrap_early`): the ring's head, faulted in at
-/// setup (`HEAD_IN`).
+/// the rest of the lap (`wrap_early`) before a frame of at most
+/// `WRAP_FRAME`: the ring's head, faulted in at setup (`HEAD_IN`).
 const WRAP_AT: usize = HEAD_IN;
-/// "Close behind": at most this many bytes unread.
-const WRAP_UNREAD: usize = WRAP_AT / 2;
-/// The largest frame that goes after an early wrap: a 2 KiB message and
-/// its headers. Larger ones are better off going round the whole ring
-/// (below).
+/// The same for a frame of at most `WRAP_MID_FRAME`, this far in.
+const WRAP_MID_AT: usize = 4 * HEAD_IN;
+/// The largest frame that goes after an early wrap at `WRAP_AT`: a 2 KiB
+/// message and its headers.
 const WRAP_FRAME: usize = 2048 + 64;
+/// The largest after one at `WRAP_MID_AT`: a 16 KiB message and its
+/// headers (larger sends go by reference where they can). Wrapping them at
+/// `WRAP_AT` made the writer copy into lines its reader still held (a
+/// ping-pong's typical time up by 0.1 to 0.5 µs at 4 to 12 KiB, stop 42);
+/// going round the whole ring, a fresh connection's first lap cost a page
+/// fault per 4 KiB on each end (4 KiB, 1,000 iterations: mean 2.2-2.5 µs,
+/// typical 1.1).
+const WRAP_MID_FRAME: usize = 16 * 1024 + 64;
 /// After a look that found the consumer too far behind, the bytes to
 /// write before the next look (each look reads the consumer's line).
 const WRAP_RELOOK: u64 = 8 * 1024;
@@ -415,30 +422,32 @@ impl Ring {
     }
 
     /// Producer, between frames, before one of `need` bytes: if this lap
-    /// has `WRAP_AT` bytes written and the consumer has read all but
-    /// `WRAP_UNREAD` of them, the rest of the lap is skipped and the next
-    /// frame starts the ring again, in pages that are there already. A
-    /// connection of short messages then keeps to the ring's head, faulted
-    /// in at setup, where it went once through every page of the ring (a
-    /// page fault each, 2.2 to 2.8 µs on the benchmark host), and touches
-    /// 64 KiB of memory a direction instead of 1 MiB. Not before a frame
-    /// of more than `WRAP_FRAME` bytes: going round a few pages, the
-    /// writer copies into lines the reader still holds and must take them
-    /// from it first; on-node ping-pongs wrapping for every size took, per
-    /// message, 6.6 µs at 32 KiB against 3.1 going round the whole ring
-    /// (median), at 8 KiB 1.8 to 6.6 against 1.0 to 1.4, at 2 KiB 0.45 to
-    /// 0.85 against 0.74 to 0.76 (mean 0.49 to 0.96 against 2.2 to 2.3:
-    /// the whole ring's first lap). Only for a consumer that knows of it
-    /// (`wire::F_PAD`).
+    /// has `WRAP_AT` bytes written and the consumer has read all but half
+    /// of them, the rest of the lap is skipped and the next frame starts
+    /// the ring again, in pages that are there already. A connection of
+    /// short messages then keeps to the ring's head, faulted in at setup,
+    /// where it went once through every page of the ring (a page fault
+    /// each, 2.2 to 2.8 µs on the benchmark host), and touches 64 KiB of
+    /// memory a direction instead of 1 MiB. Before a frame of more than
+    /// `WRAP_FRAME` bytes only from `WRAP_MID_AT` (up to `WRAP_MID_FRAME`):
+    /// going round a few pages, the writer copies into lines the reader
+    /// still holds and must take them from it first; on-node ping-pongs
+    /// wrapping for every size at `WRAP_AT` took, per message, 6.6 µs at 32
+    /// KiB against 3.1 going round the whole ring (median), at 8 KiB 1.8 to
+    /// 6.6 against 1.0 to 1.4, at 2 KiB 0.45 to 0.85 against 0.74 to 0.76
+    /// (mean 0.49 to 0.96 against 2.2 to 2.3: the whole ring's first lap).
+    /// Only for a consumer that knows of it (`wire::F_PAD`).
     pub fn wrap_early(&self, need: usize) {
         let head = self.head();
         let at = head as usize & (self.cap - 1);
-        if at < WRAP_AT || need > WRAP_FRAME || head < self.wrap_relook.load(Ordering::Relaxed) {
+        let from = if need <= WRAP_FRAME { WRAP_AT } else { WRAP_MID_AT };
+        if at < from || need > WRAP_MID_FRAME || head < self.wrap_relook.load(Ordering::Relaxed) {
             return;
         }
         let unread = head.wrapping_sub(self.tail()) as usize;
-        // The room after the wrap: the lap's bytes the consumer has read.
-        if unread > WRAP_UNREAD || at - unread < need {
+        // The room after the wrap: the lap's bytes the consumer has read;
+        // "close behind": at most half the way in unread.
+        if unread > from / 2 || at - unread < need {
             self.wrap_relook.store(head.wrapping_add(WRAP_RELOOK), Ordering::Relaxed);
             return;
         }
@@ -1467,21 +1476,24 @@ mod tests {
 
     #[test]
     fn no_early_wrap_before_a_large_frame_or_with_the_reader_behind() {
-        let t = ring(4 * WRAP_AT);
+        let t = ring(4 * WRAP_MID_AT);
         let r = &t.ring;
         let big = vec![1u8; WRAP_AT];
         assert_eq!(push(r, &big), WRAP_AT);
         assert_eq!(pop(r, WRAP_AT).len(), WRAP_AT);
         let head = r.head();
         r.wrap_early(WRAP_FRAME + 1);
+        assert_eq!(r.head(), head, "wrapped before a mid-size frame short of WRAP_MID_AT");
+        r.wrap_early(WRAP_MID_FRAME + 1);
         assert_eq!(r.head(), head, "wrapped before a large frame");
-        // Unread bytes past WRAP_UNREAD: no wrap either, nor a second look
-        // until WRAP_RELOOK more are written.
-        assert_eq!(push(r, &vec![2u8; WRAP_UNREAD + 1]), WRAP_UNREAD + 1);
+        // Unread bytes past half of WRAP_AT: no wrap either, nor a second
+        // look until WRAP_RELOOK more are written.
+        let behind = WRAP_AT / 2 + 1;
+        assert_eq!(push(r, &vec![2u8; behind]), behind);
         let head = r.head();
         r.wrap_early(64);
         assert_eq!(r.head(), head, "wrapped with the reader behind");
-        assert_eq!(pop(r, WRAP_UNREAD + 1).len(), WRAP_UNREAD + 1);
+        assert_eq!(pop(r, behind).len(), behind);
         r.wrap_early(64);
         assert_eq!(r.head(), head, "looked again before WRAP_RELOOK bytes");
         assert_eq!(push(r, &vec![3u8; WRAP_RELOOK as usize]), WRAP_RELOOK as usize);
@@ -1492,6 +1504,29 @@ mod tests {
         assert_eq!(r.available(), 0, "the skipped bytes are not data");
         assert_eq!(push(r, &frame(0, 64)), 64);
         assert_eq!(pop(r, 1000), frame(0, 64));
+    }
+
+    #[test]
+    fn mid_size_frames_wrap_further_in() {
+        let t = ring(4 * WRAP_MID_AT);
+        let r = &t.ring;
+        let (mut sent, mut got, mut furthest, mut laps) = (0usize, 0usize, 0usize, 0);
+        for k in 0..2_000usize {
+            let n = WRAP_FRAME + 1 + k * 4099 % (WRAP_MID_FRAME - WRAP_FRAME);
+            let before = r.head();
+            r.wrap_early(n);
+            if r.head() != before {
+                laps += 1;
+                assert!(before as usize % r.cap >= WRAP_MID_AT, "a mid-size frame wrapped {} bytes in", before as usize % r.cap);
+            }
+            furthest = furthest.max((r.head() as usize % r.cap) + n);
+            assert_eq!(push(r, &frame(sent, n)), n);
+            sent += n;
+            assert_eq!(pop(r, n), frame(got, n), "frame {k}");
+            got += n;
+        }
+        assert!(laps > 40, "{laps} early wraps for {sent} bytes");
+        assert!(furthest <= WRAP_MID_AT + WRAP_MID_FRAME, "wrote {furthest} bytes into a lap");
     }
 
     #[test]
@@ -1547,15 +1582,34 @@ mod tests {
 
     #[test]
     fn threads_move_a_stream_across_early_wraps() {
-        let t = ring(2 * WRAP_AT);
+        threads_move_frames_across_early_wraps(2 * WRAP_AT, 3_000_000, |i| 40 + i % 173);
+    }
+
+    #[test]
+    fn threads_move_mid_size_frames_across_early_wraps() {
+        threads_move_frames_across_early_wraps(2 * WRAP_MID_AT, 8_000_000, |i| WRAP_FRAME - 100 + i * 7 % (WRAP_MID_FRAME - WRAP_FRAME + 200));
+    }
+
+    /// A producer thread writes `total` bytes in frames of `size(i)` bytes
+    /// (i: bytes written so far), wrapping early where it may, into a ring
+    /// of `cap`; the reader takes arbitrary amounts and checks every byte.
+    fn threads_move_frames_across_early_wraps(cap: usize, total: usize, size: fn(usize) -> usize) {
+        let t = ring(cap);
         let r: &'static Ring = Box::leak(Box::new(t)).ring_ref();
-        const N: usize = 3_000_000;
         let prod = std::thread::spawn(move || {
-            let mut i = 0usize;
-            while i < N {
-                let n = (40 + i % 173).min(N - i);
+            let (mut i, mut laps, mut f) = (0usize, 0usize, 0usize);
+            while i < total {
+                let n = size(i).min(total - i);
                 let b = frame(i, n);
+                // Now and then the reader catches up, as a ping-pong's does:
+                // early wraps need it close behind.
+                f += 1;
+                while f % 4 == 0 && r.head().wrapping_sub(r.tail()) > 512 {
+                    std::thread::yield_now();
+                }
+                let before = r.head();
                 r.wrap_early(n);
+                laps += usize::from(r.head() != before);
                 // A frame goes in whole, as the engine's writes do.
                 if r.room(n) < n {
                     std::hint::spin_loop();
@@ -1565,17 +1619,18 @@ mod tests {
                 assert_eq!(unsafe { r.push(b.as_ptr(), n) }, n);
                 i += n;
             }
+            laps
         });
-        // The reader takes arbitrary amounts, not frames.
         let (mut got, mut k) = (0usize, 0usize);
-        while got < N {
+        while got < total {
             k += 1;
-            for x in pop(r, 1 + k % 300) {
+            for x in pop(r, 1 + k % 300 + (k % 7) * 3000) {
                 assert_eq!(x, got as u8, "byte {got}");
                 got += 1;
             }
         }
-        prod.join().unwrap();
+        let laps = prod.join().unwrap();
+        assert!(laps > 0, "no early wrap in {total} bytes");
     }
 
     impl TestRing {
