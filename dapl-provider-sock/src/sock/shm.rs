@@ -1471,27 +1471,35 @@ mod tests {
     fn small_frames_wrap_early_and_keep_to_the_rings_head() {
         let t = ring(4 * WRAP_AT);
         let r = &t.ring;
+        let (laps, furthest, sent) = frames_kept_up(r, 20_000, WRAP_AT, |k| 40 + k % 200);
+        assert!(laps > 40, "{laps} early wraps for {sent} bytes");
+        assert!(furthest <= WRAP_AT + 240, "wrote {furthest} bytes into a lap");
+        assert_eq!(r.available(), 0);
+        assert_eq!(r.tail(), r.head(), "the reader passed the last wrap");
+    }
+
+    /// `count` frames of `size(k)` bytes, each taken whole and in order by
+    /// a reader that keeps up, every early wrap checked to begin `from` or
+    /// more bytes into a lap and to go to the next lap's start; the wraps,
+    /// the furthest byte written into a lap, and the bytes sent.
+    fn frames_kept_up(r: &Ring, count: usize, from: usize, size: impl Fn(usize) -> usize) -> (usize, usize, usize) {
         let (mut sent, mut got, mut furthest, mut laps) = (0usize, 0usize, 0usize, 0);
-        for k in 0..20_000usize {
-            let n = 40 + k % 200;
+        for k in 0..count {
+            let n = size(k);
             let before = r.head();
             r.wrap_early(n);
             if r.head() != before {
                 laps += 1;
+                assert!(before as usize % r.cap >= from, "a frame of {n} bytes wrapped {} bytes in", before as usize % r.cap);
                 assert_eq!(r.head() as usize % r.cap, 0, "a wrap goes to the start of a lap");
             }
             furthest = furthest.max((r.head() as usize % r.cap) + n);
             assert_eq!(push(r, &frame(sent, n)), n);
             sent += n;
-            // The reader keeps up: it takes every frame whole, in order.
-            let b = pop(r, n);
-            assert_eq!(b, frame(got, n), "frame {k}");
+            assert_eq!(pop(r, n), frame(got, n), "frame {k}");
             got += n;
         }
-        assert!(laps > 40, "{laps} early wraps for {sent} bytes");
-        assert!(furthest <= WRAP_AT + 240, "wrote {furthest} bytes into a lap");
-        assert_eq!(r.available(), 0);
-        assert_eq!(r.tail(), r.head(), "the reader passed the last wrap");
+        (laps, furthest, sent)
     }
 
     #[test]
@@ -1530,21 +1538,7 @@ mod tests {
     fn mid_size_frames_wrap_further_in() {
         let t = ring(4 * WRAP_MID_AT);
         let r = &t.ring;
-        let (mut sent, mut got, mut furthest, mut laps) = (0usize, 0usize, 0usize, 0);
-        for k in 0..2_000usize {
-            let n = WRAP_FRAME + 1 + k * 4099 % (WRAP_MID_FRAME - WRAP_FRAME);
-            let before = r.head();
-            r.wrap_early(n);
-            if r.head() != before {
-                laps += 1;
-                assert!(before as usize % r.cap >= WRAP_MID_AT, "a mid-size frame wrapped {} bytes in", before as usize % r.cap);
-            }
-            furthest = furthest.max((r.head() as usize % r.cap) + n);
-            assert_eq!(push(r, &frame(sent, n)), n);
-            sent += n;
-            assert_eq!(pop(r, n), frame(got, n), "frame {k}");
-            got += n;
-        }
+        let (laps, furthest, sent) = frames_kept_up(r, 2_000, WRAP_MID_AT, |k| WRAP_FRAME + 1 + k * 4099 % (WRAP_MID_FRAME - WRAP_FRAME));
         assert!(laps > 40, "{laps} early wraps for {sent} bytes");
         assert!(furthest <= WRAP_MID_AT + WRAP_MID_FRAME, "wrote {furthest} bytes into a lap");
     }
