@@ -33,8 +33,9 @@ pub fn cma_min() -> u64 {
 /// pairs at 64 KiB, 9 of 13 at 128 KiB, medians 9.9 against 8.9 GB/s
 /// there); on a Xeon with AVX-512 (stops 41 and 42) by reference took 64
 /// KiB from 10.5-12.7 to 15.4-19.4 GB/s (stop 41) and 16 KiB from
-/// 11.1-11.6 to 13.0-15.4 (stop 42), 8 KiB fell from 10.2-11.5 to
-/// 6.6-11.1; the threshold went down to 16 KiB.
+/// 10.8-11.2 to 11.3-12.7 (stop 42, 4 alternating pairs of 30,000 sends;
+/// 32 KiB even), while 8 KiB fell (10.2-11.5 to 6.6-11.1, 3 runs); the
+/// threshold went down to 16 KiB.
 pub fn cma_send_min() -> u64 {
     static V: OnceLock<u64> = OnceLock::new();
     read(&V, "DAPL_SOCK_CMA_SEND_MIN", 16 * 1024)
@@ -47,8 +48,9 @@ pub fn cma_send_min() -> u64 {
 /// 1 MiB ping-pong 84-86 µs against 128-141 by reference): there this
 /// should be above the largest send. On the AVX-512 Xeon of stop 42 one
 /// `process_vm_readv` was far ahead at every size from 16 KiB (ping-pong,
-/// typical half round trip, ring against reference: 16 KiB 2.9 against
-/// 1.8 µs, 64 KiB 6.5 against 3.8, 1 MiB 141 against 75; UCX 1.7, 3.7, 75).
+/// typical half round trip, 3 alternating pairs, ring against reference:
+/// 16 KiB 2.84-2.92 against 1.64-1.81 µs, 64 KiB 6.16-6.48 against
+/// 3.44-3.77, 1 MiB 133-135 against 68-72; UCX 1.73, 3.74, 75.1).
 pub fn cma_lone_min() -> u64 {
     static V: OnceLock<u64> = OnceLock::new();
     read(&V, "DAPL_SOCK_CMA_LONE_MIN", 16 * 1024)
