@@ -186,6 +186,10 @@ pub(super) struct Conn {
     pub(super) post_gen: u64,
     /// This turn's last read of the stream came short (`fill`).
     pub(super) dry: bool,
+    /// The last frame with a payload that came in on this stream carried
+    /// `tune::ready_min` bytes or more: a polling consumer asks epoll
+    /// whether more came instead of reading the stream (`consumer_pass`).
+    pub(super) big_in: bool,
     /// A doorbell we skipped (`shm::Bell::Skipped`): when (0: none), and
     /// the ring's head then; `overdue` rings if the peer left them unread.
     pub(super) skipped_at: u64,
@@ -255,6 +259,7 @@ impl Conn {
             ack_held: false,
             post_gen: 0,
             dry: false,
+            big_in: false,
             skipped_at: 0,
             unsure: false,
             skipped_head: 0,

@@ -1408,6 +1408,9 @@ impl Progress {
             return Err(End::Protocol);
         };
         let len = h.len as u64;
+        if len > 0 && !c.shm_in {
+            c.big_in = len >= tune::ready_min();
+        }
         // A response or handshake frame follows the ACKs counted before it.
         if !matches!(op, Op::Send | Op::Write | Op::WriteImm | Op::ReadReq | Op::FetchAdd | Op::CmpSwap) && !c.absorb() {
             return Err(End::Protocol);
@@ -2005,7 +2008,8 @@ impl Engine for Progress {
         // wait for the thread's wakeup (nor compete with it for a CPU) to
         // see its data. A few open streams are read directly (one read
         // each, the one system call a message then costs); more, or any
-        // still in their handshake, take one look at epoll. On-node
+        // still in their handshake, take one look at epoll, and so do
+        // streams whose messages are large (`tune::ready_min`). On-node
         // connections alone cost no system call.
         // UD sockets have no ring to look at: epoll says which have data.
         let mut look = !self.uds.is_empty();
@@ -2015,7 +2019,7 @@ impl Engine for Progress {
                 if c.shm_in || c.fd < 0 || c.datagram {
                     continue;
                 }
-                if c.phase == Phase::Open && c.reading() && direct < DIRECT_READS {
+                if c.phase == Phase::Open && c.reading() && direct < DIRECT_READS && !c.big_in {
                     direct += 1;
                     if !list.contains(&t) {
                         list.push(t);
