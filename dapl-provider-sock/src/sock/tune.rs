@@ -75,12 +75,14 @@ pub fn prefault() -> bool {
 /// empty holds the socket's lock, and a segment arriving meanwhile waits
 /// in its backlog for the reader to release it. Over a veth, pinned, cubic,
 /// mean half round trip, 2 alternating pairs: 16 KiB 6.30-6.51 µs asking
-/// against 7.02-7.04 reading, 4 KiB 4.20-4.43 against 4.57-4.58; with every
-/// stream asking, 8 bytes took 3.95 against 3.56 (the second system call a
-/// message) and 2 KiB was even.
+/// against 7.02-7.04 reading, 4 KiB 4.20-4.43 against 4.57-4.58, 2 KiB
+/// 3.83-3.90 against 4.09, 1.5 KiB 3.82-3.86 against 3.99-4.18 (reading,
+/// one in five took 1.3 µs longer); but 1.25 KiB 4.26-4.39 against 4.18-4.26
+/// and 1 KiB 3.99-4.07 against 3.65-3.76, 8 bytes 3.95 against 3.56: the
+/// second system call a message.
 pub fn ready_min() -> u64 {
     static V: OnceLock<u64> = OnceLock::new();
-    read(&V, "DAPL_SOCK_READY_MIN", 4096)
+    read(&V, "DAPL_SOCK_READY_MIN", 1536)
 }
 
 /// After how long polling in vain a consumer yields its CPU once
