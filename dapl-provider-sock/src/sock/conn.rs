@@ -10,7 +10,6 @@ use super::tail;
 use super::wire::{HDR, Hdr};
 use dapl_core::backend::CompletionKind;
 use std::collections::VecDeque;
-use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -27,7 +26,10 @@ fn feeds(q: &QpInner, epoch: u32) -> bool {
 }
 
 pub(super) fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    // SAFETY: the calling thread's errno, which libc keeps for it.
+    // (`io::Error::last_os_error` made an error and dropped it, 20
+    // instructions at every empty read of a polled stream.)
+    unsafe { *libc::__errno_location() }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +188,8 @@ pub(super) struct Conn {
     pub(super) post_gen: u64,
     /// This turn's last read of the stream came short (`fill`).
     pub(super) dry: bool,
+    /// `dry` was just set by a read of this turn's (`take_input`).
+    pub(super) dry_now: bool,
     /// The last frame with a payload that came in on this stream carried
     /// `tune::ready_min` bytes or more: a polling consumer asks epoll
     /// whether more came instead of reading the stream (`consumer_pass`).
@@ -259,6 +263,7 @@ impl Conn {
             ack_held: false,
             post_gen: 0,
             dry: false,
+            dry_now: false,
             big_in: false,
             skipped_at: 0,
             unsure: false,

@@ -1256,7 +1256,10 @@ impl Progress {
         // ACKs counted in the mapping, before the frames and again after
         // them: those counted behind a READ go once its response is in.
         if let Some(c) = self.conns.get_mut(&token) {
-            c.dry = false;
+            // (A read of this turn's, `take_input`'s, said it already.)
+            if !std::mem::take(&mut c.dry_now) {
+                c.dry = false;
+            }
             if !c.absorb() {
                 return Err(End::Protocol);
             }
@@ -1393,6 +1396,21 @@ impl Progress {
     /// A pass's or post's look at a connection's input: sends from the
     /// ring in place (`ring_sends`), the rest through `pump`.
     fn take_input(&mut self, token: u64) {
+        if let Some(c) = self.conns.get_mut(&token) {
+            if !c.shm_in && c.fd >= 0 && c.phase == Phase::Open && matches!(c.inp, InState::Hdr) && c.start == c.end && !c.wants_out() && c.unsent() == 0 {
+                // A TCP stream with nothing buffered and nothing to send:
+                // its read says whether a pump has anything to do. An empty
+                // poll went through the whole pump, about 650 instructions
+                // around the `read`, which a polling consumer's every look
+                // at its stream paid, and the message it waits for with it.
+                c.dry = false;
+                match fill(c) {
+                    Ok(false) => return,
+                    Ok(true) => c.dry_now = true,
+                    Err(e) => return self.end(token, e),
+                }
+            }
+        }
         match self.ring_sends(token) {
             Ok(true) => {}
             Ok(false) => self.pump(token, false, true),
