@@ -18,6 +18,8 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 N=${1:-20}
 lib=${INSTR_LIB:-$root/target/release}  # INSTR_LIB: another build, for an A/B
+# INSTR_ENV: a command prefix for the driver, e.g. "env DAPL_SOCK_SHM=0" to
+# count the TCP path instead of the on-node one.
 [ -e "$lib/libdat2.so.2" ] && [ -e "$lib/libdaplsock.so.2" ] || { echo "host.sh: run tools/build.sh first" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "host.sh: valgrind missing" >&2; exit 2; }
 dir=$(mktemp -d /tmp/instr-host.XXXXXX)
@@ -26,7 +28,7 @@ printf 'sock-lo u2.0 nonthreadsafe default %s/libdaplsock.so.2 dapl.2.0 "lo 0" "
 for k in 1 3; do
 	n=$((k * N))
 	# Not through env(1): callgrind would measure env, not its child.
-	DAT_OVERRIDE=$dir/dat.conf LD_LIBRARY_PATH=$lib timeout 900 valgrind --tool=callgrind --dump-after=phase_done \
+	DAT_OVERRIDE=$dir/dat.conf LD_LIBRARY_PATH=$lib ${INSTR_ENV:-} timeout 900 valgrind --tool=callgrind --dump-after=phase_done \
 		--callgrind-out-file="$dir/cg.$n" "$dir/instr-dat" sock-lo "$n" "$n" "$k" >"$dir/log.$n" 2>&1 ||
 		{ echo "host.sh: instr-dat x$k failed:" >&2; tail -5 "$dir/log.$n" >&2; exit 1; }
 done
