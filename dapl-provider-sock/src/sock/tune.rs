@@ -69,6 +69,7 @@ pub fn prefault() -> bool {
     static V: OnceLock<u64> = OnceLock::new();
     read(&V, "DAPL_SOCK_PREFAULT", 0) != 0
 }
+
 /// The smallest TCP message after which a polling consumer asks epoll
 /// whether its stream has more (`DAPL_SOCK_READY_MIN`, bytes) rather than
 /// reading the stream at every empty poll. A `read` that finds the socket
