@@ -186,6 +186,11 @@ pub(super) struct Conn {
     /// The consumer pass after which this stream last sent a post at once
     /// (`Progress::drive`): a later post before the next pass is held.
     pub(super) post_gen: u64,
+    /// A connection request waiting for a listener of its kind
+    /// (`Progress::on_req`): its header and private data, and until when
+    /// it may wait.
+    pub(super) req_wait: Option<(Hdr, Vec<u8>)>,
+    pub(super) req_until: Option<Instant>,
     /// This turn's last read of the stream came short (`fill`).
     pub(super) dry: bool,
     /// `dry` was just set by a read of this turn's (`take_input`).
@@ -262,6 +267,8 @@ impl Conn {
             cma_list: Vec::new(),
             ack_held: false,
             post_gen: 0,
+            req_wait: None,
+            req_until: None,
             dry: false,
             dry_now: false,
             big_in: false,

@@ -77,6 +77,10 @@ const DISC_WAIT: Duration = Duration::from_secs(3);
 /// it reports the reject, and its first and longest pause between dials.
 const DIAL_WINDOW: Duration = Duration::from_secs(2);
 const DIAL_BACKOFF_MAX: Duration = Duration::from_millis(200);
+/// How long a connection request waits for a listener of its kind while
+/// the other kind listens on its port (`on_req`), and how often it looks.
+const REQ_GRACE: Duration = Duration::from_secs(1);
+const REQ_RETRY: Duration = Duration::from_millis(2);
 /// Responses a peer may have us owe before it is cut off (a well-behaved
 /// peer is bounded by its send queue).
 const MAX_RESP: usize = 1 << 16;
@@ -687,6 +691,18 @@ impl Progress {
         for t in due {
             if self.conns.get(&t).is_some_and(|c| c.fd < 0 && c.phase == Phase::Connecting) {
                 self.redial(t);
+                continue;
+            }
+            let waiting = self.conns.get_mut(&t).and_then(|c| c.req_wait.take().inspect(|_| c.deadline = None));
+            if let Some((h, pdata)) = waiting {
+                // A request waiting for its kind's listener: look again.
+                self.guarded(t, |p| {
+                    if let Err(e) = p.on_req(t, h, pdata) {
+                        p.end(t, e);
+                    } else {
+                        p.pump(t, false, false);
+                    }
+                });
                 continue;
             }
             log::debug!("sock: peer did not answer DISC; dropping the connection");
@@ -1524,6 +1540,53 @@ impl Progress {
         Ok(())
     }
 
+    /// A connection request, for whichever id listens on its port for its
+    /// kind (RC or UD). A PSP listens for the two kinds one after the other
+    /// on one socket, so a request that finds only the other kind's
+    /// listener waits for its own a while (`REQ_GRACE`), looked at again
+    /// every `REQ_RETRY`, before it is refused: a `dtestx -u -m` client,
+    /// dialling its server's PSP while it was being made, was refused in
+    /// that moment and hung (1 run in 50 to 100 under load).
+    fn on_req(&mut self, token: u64, h: Hdr, pdata: Vec<u8>) -> Result<(), End> {
+        let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
+        let datagram = h.flags & F_DATAGRAM != 0;
+        let port = cm::local_port_of(c.fd);
+        let kinds = lock(&self.shared.ports).get(&port).copied().unwrap_or([0, 0]);
+        let listen = kinds[datagram as usize];
+        c.listen = listen;
+        if listen == 0 || cm::state_of(listen).is_none() {
+            let now = Instant::now();
+            let until = *c.req_until.get_or_insert(now + REQ_GRACE);
+            if kinds[!datagram as usize] != 0 && now < until {
+                c.req_wait = Some((h, pdata));
+                c.deadline = Some(now + REQ_RETRY);
+                self.timers_changed = true;
+                return Ok(());
+            }
+            c.ctl.push_back(Hdr::new(Op::Rej).frame(&[]));
+            c.phase = Phase::Closing;
+            return Ok(());
+        }
+        let id = super::cm::Id::insert(IdState {
+            shared: self.shared.clone(),
+            context: Default::default(),
+            datagram,
+            info: std::sync::Mutex::new(IdInfo {
+                local_port: port,
+                peer: Some(c.peer),
+                dst: None,
+                connected: true,
+                listener: false,
+            }),
+        });
+        c.id = id.key();
+        c.datagram = datagram;
+        c.phase = Phase::Held;
+        self.by_id.insert(id.key(), token);
+        self.shared.post_event(Ev::Cm { kind: CmEventKind::ConnectRequest, id: id.key(), listen, pdata, ud: None });
+        Ok(())
+    }
+
     fn on_ctl(&mut self, token: u64, h: Hdr) -> Result<(), End> {
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
         let mut pdata = std::mem::take(&mut c.pdata);
@@ -1543,33 +1606,7 @@ impl Progress {
                 if h.a != MAGIC {
                     return Err(End::Protocol);
                 }
-                let datagram = h.flags & F_DATAGRAM != 0;
-                // Whichever id listens on this port for this kind of request.
-                let port = cm::local_port_of(c.fd);
-                let listen = lock(&self.shared.ports).get(&port).map_or(0, |e| e[datagram as usize]);
-                c.listen = listen;
-                if listen == 0 || cm::state_of(listen).is_none() {
-                    c.ctl.push_back(Hdr::new(Op::Rej).frame(&[]));
-                    c.phase = Phase::Closing;
-                    return Ok(());
-                }
-                let id = super::cm::Id::insert(IdState {
-                    shared: self.shared.clone(),
-                    context: Default::default(),
-                    datagram,
-                    info: std::sync::Mutex::new(IdInfo {
-                        local_port: cm::local_port_of(c.fd),
-                        peer: Some(c.peer),
-                        dst: None,
-                        connected: true,
-                        listener: false,
-                    }),
-                });
-                c.id = id.key();
-                c.datagram = datagram;
-                c.phase = Phase::Held;
-                self.by_id.insert(id.key(), token);
-                self.shared.post_event(Ev::Cm { kind: CmEventKind::ConnectRequest, id: id.key(), listen, pdata, ud: None });
+                return self.on_req(token, h, pdata);
             }
             (Some(Op::Rep), Phase::AwaitRep, true) => {
                 if c.datagram {
@@ -2384,6 +2421,84 @@ mod tests {
         // SAFETY: a socketpair into our array.
         assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
         sv
+    }
+
+    /// A TCP connection accepted on a listener of ours: (listener's port,
+    /// the accepted end, the dialling end, the listener).
+    fn accepted() -> (u16, i32, i32, i32) {
+        // SAFETY: a listening socket on loopback, a socket dialling it and
+        // the accepted end, all ours; the addresses are full sockaddr_ins.
+        unsafe {
+            let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let mut sa: libc::sockaddr_in = std::mem::zeroed();
+            sa.sin_family = libc::AF_INET as u16;
+            sa.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            assert_eq!(libc::bind(l, &sa as *const _ as *const libc::sockaddr, len), 0);
+            assert_eq!(libc::listen(l, 4), 0);
+            let port = cm::local_port_of(l);
+            sa.sin_port = port.to_be();
+            let d = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert_eq!(libc::connect(d, &sa as *const _ as *const libc::sockaddr, len), 0);
+            let a = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
+            assert!(a >= 0);
+            (port, a, d, l)
+        }
+    }
+
+    fn requests_posted(shared: &Shared) -> usize {
+        lock(&shared.events).iter().filter(|e| matches!(e, Ev::Cm { kind: CmEventKind::ConnectRequest, .. })).count()
+    }
+
+    /// A PSP listens for RC, then for UD, on one port: a UD request that
+    /// comes in between waits for the UD listener instead of being refused
+    /// (a `dtestx -u -m` client hung on that refusal); one that waits in
+    /// vain is refused once its grace is over.
+    #[test]
+    fn a_request_waits_for_its_kinds_listener_while_the_other_kind_listens() {
+        let (shared, epfd, mut p) = engine();
+        let (port, a, d, l) = accepted();
+        let rc = cm::Id::create(&shared, 0, false);
+        lock(&shared.ports).insert(port, [rc.key(), 0]);
+        // SAFETY: all-zero sockaddr_in, as above.
+        let t = p.conns.insert(Conn::new(a, 0, Phase::AwaitReq, false, unsafe { std::mem::zeroed() }));
+        let mut ud_req = Hdr::new(Op::Req);
+        ud_req.flags = F_DATAGRAM;
+        ud_req.a = MAGIC;
+        p.on_req(t, ud_req, vec![7]).unwrap();
+        let c = p.conns.get(&t).unwrap();
+        assert!(c.ctl.is_empty() && c.phase == Phase::AwaitReq, "refused while the PSP was still being made");
+        assert!(c.req_wait.is_some() && c.deadline.is_some());
+        // The UD listener comes; the next look finds it.
+        let ud = cm::Id::create(&shared, 0, true);
+        lock(&shared.ports).get_mut(&port).unwrap()[1] = ud.key();
+        p.conns.get_mut(&t).unwrap().deadline = Some(Instant::now());
+        p.expire();
+        let c = p.conns.get(&t).unwrap();
+        assert_eq!(c.phase, Phase::Held);
+        assert_eq!(c.listen, ud.key());
+        assert_eq!(requests_posted(&shared), 1);
+        // An RC request where only UD listens, its grace over: refused.
+        lock(&shared.ports).get_mut(&port).unwrap()[0] = 0;
+        let (port2, a2, d2, l2) = accepted();
+        lock(&shared.ports).insert(port2, [0, ud.key()]);
+        // SAFETY: as above.
+        let t2 = p.conns.insert(Conn::new(a2, 0, Phase::AwaitReq, false, unsafe { std::mem::zeroed() }));
+        p.conns.get_mut(&t2).unwrap().req_until = Some(Instant::now());
+        let mut rc_req = Hdr::new(Op::Req);
+        rc_req.a = MAGIC;
+        p.on_req(t2, rc_req, Vec::new()).unwrap();
+        let c = p.conns.get(&t2).unwrap();
+        assert_eq!(c.phase, Phase::Closing);
+        assert_eq!(c.ctl.len(), 1, "no REJ queued");
+        assert_eq!(requests_posted(&shared), 1);
+        drop(p);
+        // SAFETY: our fds (a Conn leaves its fd to `end`).
+        unsafe {
+            for fd in [a, d, l, a2, d2, l2, epfd] {
+                libc::close(fd);
+            }
+        }
     }
 
     #[test]
