@@ -1546,7 +1546,7 @@ impl Progress {
     /// listener waits for its own a while (`REQ_GRACE`), looked at again
     /// every `REQ_RETRY`, before it is refused: a `dtestx -u -m` client,
     /// dialling its server's PSP while it was being made, was refused in
-    /// that moment and hung (1 run in 50 to 100 under load).
+    /// that moment and hung (1 to 2 runs in 100 under load).
     fn on_req(&mut self, token: u64, h: Hdr, pdata: Vec<u8>) -> Result<(), End> {
         let Some(c) = self.conns.get_mut(&token) else { return Ok(()) };
         let datagram = h.flags & F_DATAGRAM != 0;
