@@ -5,7 +5,6 @@
 use super::conn::{Conn, Dest, End, INBUF, InState, Resp, Then, errno};
 use super::keys;
 use super::qp::QpInner;
-use super::shm;
 use super::tail;
 use super::wire::{F_IMM, F_SOLICITED, HDR, Hdr, Nak, Op};
 use dapl_core::backend::CompletionKind;
@@ -168,7 +167,7 @@ pub(super) fn fill(c: &mut Conn) -> Result<bool, End> {
         // SAFETY: the free tail of our own buffer, `room` bytes.
         let n = unsafe { m.rx.pop(c.buf[c.end..].as_mut_ptr(), room) };
         if n > 0 && m.rx.must_ring_producer() {
-            shm::ring_bell(c.fd);
+            m.ring(c.fd);
         }
         c.end += n;
         return Ok(n > 0);
@@ -239,7 +238,7 @@ pub(super) fn take_payload(c: &mut Conn) -> Result<bool, End> {
             return Ok(false);
         }
         if m.rx.must_ring_producer() {
-            shm::ring_bell(c.fd);
+            m.ring(c.fd);
         }
         if let InState::Payload { left, .. } = &mut c.inp {
             *left -= n;

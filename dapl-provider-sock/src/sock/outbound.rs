@@ -210,11 +210,11 @@ fn bell(c: &mut Conn, acks: bool, posted: Option<u64>) {
     };
     let unsure = match b {
         shm::Bell::No => return,
-        shm::Bell::Ring => return shm::ring_bell(c.fd),
+        shm::Bell::Ring => return m.ring(c.fd),
         // The thread has no later pass to look again from: it rings.
         // (A post is never the thread's: no thread-local lookup, a call
         // into the dynamic loader's TLS code, 31 instructions, for it.)
-        shm::Bell::Skipped if posted.is_none() && on_progress_thread() => return shm::ring_bell(c.fd),
+        shm::Bell::Skipped if posted.is_none() && on_progress_thread() => return m.ring(c.fd),
         shm::Bell::Skipped => false,
         shm::Bell::Unsure => true,
     };

@@ -798,6 +798,9 @@ impl Progress {
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(t);
                         watch_in(self.epq, c.fd, t);
+                        if let Some(fd) = c.shm.as_ref().and_then(|m| m.bell_fd()) {
+                            watch_bells(self.epfd, self.epq, fd, t);
+                        }
                         log::info!("sock: connection {t} (id {id}, passive): on-node shared memory, cma {}, early wraps {}", yes(c.cma_in), yes(c.ring_pad));
                     } else if !c.datagram {
                         c.shm = None;
@@ -1043,7 +1046,10 @@ impl Progress {
         let lost = match self.conns.get_mut(&token) {
             Some(c) if c.shm_in && c.bells && role::on_progress_thread() => {
                 c.bells = false;
-                shm::drain_bells(c.fd).err()
+                match &c.shm {
+                    Some(m) => m.drain(c.fd).err(),
+                    None => shm::drain_bells(c.fd).err(),
+                }
             }
             _ => None,
         };
@@ -1636,6 +1642,9 @@ impl Progress {
                         c.cma_list = Vec::with_capacity(super::device::MAX_SGE * 16);
                         self.shm_conns.push(token);
                         watch_in(self.epq, c.fd, token);
+                        if let Some(fd) = c.shm.as_mut().and_then(|m| m.settle_bells()) {
+                            watch_bells(self.epfd, self.epq, fd, token);
+                        }
                         log::info!("sock: connection {token} (id {id}, active): on-node shared memory, cma {}, early wraps {}", yes(c.cma_in && c.cma_out), yes(c.ring_pad));
                     } else {
                         if h.flags & F_SHM != 0 {
@@ -1811,7 +1820,7 @@ fn on_data(c: &mut Conn, qp: &Arc<QpInner>, op: Op, h: Hdr, len: u64) -> Result<
                     }
                     m.rx.skip(len as usize);
                     if m.rx.must_ring_producer() {
-                        shm::ring_bell(c.fd);
+                        m.ring(c.fd);
                     }
                 }
                 ringed
@@ -1966,7 +1975,7 @@ fn overdue_skipped(c: &mut Conn, now: u64) {
         c.skipped_at = now.max(1);
     } else {
         c.skipped_at = 0;
-        shm::ring_bell(c.fd);
+        m.ring(c.fd);
     }
 }
 
@@ -1979,7 +1988,7 @@ fn settle_unsure(c: &mut Conn) -> bool {
     let Some(m) = &c.shm else { return false };
     match m.tx.bell(|| m.judged_at()) {
         shm::Bell::No => {}
-        shm::Bell::Ring => shm::ring_bell(c.fd),
+        shm::Bell::Ring => m.ring(c.fd),
         _ => return false,
     }
     c.skipped_at = 0;
@@ -1996,7 +2005,7 @@ fn overdue_acks(c: &mut Conn, now: u64) {
         c.acks_skipped = 0;
     } else if now == u64::MAX || (now.saturating_sub(clock::ns_of(c.acks_skipped)) >= ACK_OVERDUE_NS && !m.tx.looked_within(m.judged_at())) {
         c.acks_skipped = 0;
-        shm::ring_bell(c.fd);
+        m.ring(c.fd);
     }
 }
 
@@ -2008,6 +2017,19 @@ fn watch_in(epq: i32, fd: i32, token: u64) {
     // SAFETY: registering our socket with our quiet epoll set; closing it
     // takes it out of both sets.
     unsafe { libc::epoll_ctl(epq, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+}
+
+/// A connection's doorbell FIFO (`shm::Shm::bell_fd`), in both sets under
+/// its token: it wakes the thread as the stream's doorbell byte did.
+fn watch_bells(epfd: i32, epq: i32, fd: i32, token: u64) {
+    for set in [epfd, epq] {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        // SAFETY: registering our FIFO with our epoll sets; closing it
+        // takes it out of both.
+        if unsafe { libc::epoll_ctl(set, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            log::error!("sock: epoll_ctl add (doorbell FIFO): {}", io::Error::last_os_error());
+        }
+    }
 }
 
 /// Whether an on-node connection can move bytes now: input in its ring, or
