@@ -2601,13 +2601,17 @@ mod tests {
         p.on_quiet_set = true;
         post(&mut p, true);
         assert_eq!(waiting(sv[1]), HDR, "the burst's first post waited");
+        let held = std::time::Instant::now();
         post(&mut p, true);
         post(&mut p, true);
         assert_eq!(waiting(sv[1]), 0, "a burst's later post went at once");
         // The thread's turn leaves them to the consumer a while, then
-        // sends both.
+        // sends both. (Judged only if the turn came within the while: under
+        // ThreadSanitizer the posts alone once took longer.)
         p.serve(&[]);
-        assert_eq!(waiting(sv[1]), 0, "the thread took posts the consumer had just held");
+        if held.elapsed() < Duration::from_nanos(HOLD_NS) {
+            assert_eq!(waiting(sv[1]), 0, "the thread took posts the consumer had just held");
+        }
         std::thread::sleep(Duration::from_nanos(2 * HOLD_NS));
         p.serve(&[]);
         assert_eq!(waiting(sv[1]), 2 * HDR, "the tick left posts held");
