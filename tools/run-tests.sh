@@ -9,18 +9,22 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 log=$(mktemp -d /tmp/dat-tests.XXXXXX)
 
+start=$SECONDS
 if [ "$(id -u)" = 0 ]; then tools/setup.sh; else sudo tools/setup.sh; fi || exit 1
 tools/build.sh || { echo "tests: build failed"; exit 1; }
+first=$SECONDS
 
-passed=0 failed=0 broken=()
+passed=0 failed=0 broken=() took=()
 # section NAME CMD...: runs a suite, shows its output, and adds the counts
 # from its summary line(s). A suite that exits non-zero without reporting a
 # failure still counts as one failure.
 section() {
     local name=$1; shift
+    local t0=$SECONDS
     echo "=== $name"
     "$@" 2>&1 | tee "$log/$name.out"
     local rc=${PIPESTATUS[0]}
+    took+=("$name $((SECONDS - t0))")
     local p f
     read -r p f < <(python3 - "$log/$name.out" <<'PY'
 import re, sys
@@ -92,6 +96,8 @@ for name in "${broken[@]}"; do
     awk '/FAIL|: fail \(|failed on ours|timed out|panicked|guest exited/ && !/[0-9]+ passed, [0-9]+ failed/ { print; n = 16; next }
          n > 0 && /^[ \t>]/ { print; n--; next } { n = 0 }' "$log/$name.out" | head -n 60
 done
+# Where the run's time went (the budget is CI's: under 60 minutes).
+echo "time: set-up and build $((first - start)) s; suites (s): ${took[*]}; all $((SECONDS - start)) s"
 rm -rf "$log"
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
 echo "tests: $passed passed, $failed failed"
