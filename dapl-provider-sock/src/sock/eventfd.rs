@@ -80,6 +80,16 @@ pub(super) fn readable(fd: i32) -> bool {
     readable_within(fd, 0)
 }
 
+/// A connected pair of non-blocking Unix stream sockets, standing in for a
+/// connection's stream in tests.
+#[cfg(test)]
+pub(super) fn socketpair() -> [i32; 2] {
+    let mut sv = [0i32; 2];
+    // SAFETY: a socketpair into our array.
+    assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
+    sv
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2425,7 +2425,7 @@ mod tests {
         }
     }
 
-    use super::super::eventfd::readable;
+    use super::super::eventfd::{readable, socketpair};
 
     /// An engine, its IA's shared state and its epoll set, with no thread.
     fn engine() -> (Arc<Shared>, i32, Progress) {
@@ -2436,13 +2436,6 @@ mod tests {
         assert!(epfd >= 0);
         let p = Progress::new(shared.clone(), epfd);
         (shared, epfd, p)
-    }
-
-    fn socketpair() -> [i32; 2] {
-        let mut sv = [0i32; 2];
-        // SAFETY: a socketpair into our array.
-        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
-        sv
     }
 
     /// A TCP connection accepted on a listener of ours: (listener's port,

@@ -836,7 +836,8 @@ fn fault_in(base: *mut u8, off: usize, len: usize) -> bool {
 struct Bells {
     rx: i32,
     tx: i32,
-    /// The active end rings through them (`settle_bells`).
+    /// Doorbells go through them: the passive end's as soon as it opened
+    /// them, the active end's once the peer said it did (`settle_bells`).
     on: bool,
 }
 
@@ -883,13 +884,14 @@ impl Bells {
         b
     }
 
-    /// The passive end: opens both and unlinks them (none if either fails).
+    /// The passive end: opens both and unlinks them (none if either fails),
+    /// and rings through them at once: its peer made them, so it can.
     fn open(name: &str) -> Bells {
         let Some(base) = path_of(name) else { return Bells::NONE };
         let (Some(c), Some(p)) = (Bells::path(&base, b'c'), Bells::path(&base, b'p')) else { return Bells::NONE };
         let b = Bells::pair(&p, &c);
         Bells::unlink(&base);
-        b
+        Bells { on: b.rx >= 0, ..b }
     }
 
     fn pair(rx: &std::ffi::CStr, tx: &std::ffi::CStr) -> Bells {
@@ -1075,7 +1077,7 @@ impl Shm {
     /// The FIFO our doorbells come through (the passive end: as soon as it
     /// opened the mapping; the active end: after `settle_bells`).
     pub fn bell_fd(&self) -> Option<i32> {
-        (self.bells.on || (!self.creator && self.bells.rx >= 0)).then_some(self.bells.rx)
+        self.bells.on.then_some(self.bells.rx)
     }
 
     /// Rings the peer: through its FIFO, or a byte on the stream `fd`.
@@ -1240,6 +1242,8 @@ pub fn drain_bells(fd: i32) -> Result<(), i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // A hang-up counts as readable there too: level-triggered, it would wake a thread.
+    use super::super::eventfd::{readable, socketpair};
 
     struct TestRing {
         _ctl: Box<Ctl>,
@@ -1857,26 +1861,12 @@ mod tests {
         assert!(c.is_none());
     }
 
-    fn readable(fd: i32) -> bool {
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // Any event counts: a hang-up, level-triggered, wakes a thread too.
-        // SAFETY: polling our fd without waiting.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents != 0 }
-    }
-
-    fn stream_pair() -> [i32; 2] {
-        let mut sv = [0i32; 2];
-        // SAFETY: a new pair of our own sockets into sv.
-        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
-        sv
-    }
-
     /// Doorbells go through the FIFOs once both ends opened them, and
     /// through the stream when the passive end did not: the active end
     /// must not ring a FIFO nobody reads.
     #[test]
     fn doorbells_take_the_fifos_both_ends_opened_else_the_stream() {
-        let [sa, sb] = stream_pair();
+        let [sa, sb] = socketpair();
         let (mut a, name) = Shm::create().unwrap();
         let b = Shm::open(&name).unwrap();
         for end in ["c", "p"] {
@@ -1908,7 +1898,7 @@ mod tests {
 
         // A passive end without the FIFOs (removed here, as one that does
         // not know them leaves them): both ring on the stream.
-        let [sa, sb] = stream_pair();
+        let [sa, sb] = socketpair();
         let (mut a, name) = Shm::create().unwrap();
         Bells::unlink(&path_of(&name).unwrap());
         let b = Shm::open(&name).unwrap();
