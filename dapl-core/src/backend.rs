@@ -217,6 +217,13 @@ pub trait CqOps {
     fn poll(&self, out: &mut Completion) -> bool;
     /// Asks for a wakeup on the next completion (any, or solicited only).
     fn arm(&self, solicited_only: bool) -> bool;
+    /// Before a waiter clears its wakeups and arms: a moment's look for a
+    /// completion, for a backend whose completions a waiter's own passes
+    /// move (the sock provider's rings); true when one is there for `poll`.
+    /// A device's completions need no such help: the default looks not at all.
+    fn linger(&self) -> bool {
+        false
+    }
     /// A descriptor that turns readable when an armed completion arrives.
     fn fd(&self) -> i32;
     /// Consumes pending wakeups without blocking.

@@ -191,9 +191,11 @@ impl<T: Provider> Evd<T> {
         self.fill(1) > 0
     }
 
-    /// Arms the CQ so the next completion signals the channel.
+    /// Arms the CQ so the next completion signals the channel, after the
+    /// backend's look for one (`CqOps::linger`), for a CNO's sleep.
     pub fn arm(&self) {
         if let Some(cq) = &self.cq {
+            cq.linger();
             cq.arm(false);
         }
     }
@@ -498,8 +500,18 @@ fn wait_round<T: Provider>(evd: &Evd<T>, h: DAT_EVD_HANDLE, deadline: &wake::Dea
     if !evd.waitable.load(Ordering::Acquire) {
         return Done(invalid_state(DAT_INVALID_STATE_EVD_UNWAITABLE));
     }
+    // The backend's look first, before the wakeups are cleared and the CQ
+    // armed: a completion it finds costs none of their system calls, nor
+    // the arming's word to the peer that we sleep (the sock provider's
+    // on-node waits: four system calls and a wakeup of its thread a wait).
+    let cq = evd.cq.as_ref();
+    if cq.is_some_and(|cq| cq.linger()) && ready() {
+        return Done(DAT_SUCCESS);
+    }
     let fds = evd.fds();
-    evd.arm();
+    if let Some(cq) = cq {
+        cq.arm(false);
+    }
     // A completion may have landed between the check and the arm.
     if ready() {
         return Done(DAT_SUCCESS);

@@ -151,10 +151,12 @@ impl CqOps for Cq {
         }
     }
 
-    fn arm(&self, solicited_only: bool) -> bool {
+    fn linger(&self) -> bool {
         // About to sleep: first poll a little while. A peer on this host
         // answers within microseconds, far less than the two wakeups a
-        // sleep costs (the progress thread's, then ours).
+        // sleep costs (the progress thread's, then ours). Polling, by
+        // the thread's reckoning (`consumer_pass(true)`), even on a queue
+        // a past wait left armed: else the peer rings at every message.
         let spin = std::time::Duration::from_micros(tune::spin_us());
         if !spin.is_zero() && self.0.count.load(Ordering::Acquire) == 0 {
             let start = std::time::Instant::now();
@@ -163,6 +165,10 @@ impl CqOps for Cq {
                 std::hint::spin_loop();
             }
         }
+        self.0.count.load(Ordering::Acquire) != 0
+    }
+
+    fn arm(&self, solicited_only: bool) -> bool {
         // Under the ring's lock, as `push` reads it (see there).
         {
             let _r = self.0.ring.lock();
