@@ -168,8 +168,18 @@ fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_
         *out = e as DAT_EVD_HANDLE;
         return Done(DAT_SUCCESS);
     }
+    // As an EVD's wait: the backends' look first, before the wakeups are
+    // cleared and the CQs armed (`CqOps::linger`).
+    let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if evds.into_iter().any(<T::Up as Upcalls<T>>::evd_linger) {
+        if let Some(e) = ready_evd::<T>(c) {
+            *out = e as DAT_EVD_HANDLE;
+            return Done(DAT_SUCCESS);
+        }
+    }
     c.wake.clear();
     let mut fds = vec![c.wake.fd()];
+    // Listed again after the clear: an EVD attached meanwhile signalled it.
     let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for e in evds {
         if let Some(evd_fds) = <T::Up as Upcalls<T>>::evd_prepare_sleep(e) {

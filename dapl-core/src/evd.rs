@@ -191,11 +191,15 @@ impl<T: Provider> Evd<T> {
         self.fill(1) > 0
     }
 
-    /// Arms the CQ so the next completion signals the channel, after the
-    /// backend's look for one (`CqOps::linger`), for a CNO's sleep.
+    /// The backend's look for a completion before a sleep is prepared
+    /// (`CqOps::linger`); true when one is there.
+    pub fn linger(&self) -> bool {
+        self.cq.as_ref().is_some_and(|cq| cq.linger())
+    }
+
+    /// Arms the CQ so the next completion signals the channel.
     pub fn arm(&self) {
         if let Some(cq) = &self.cq {
-            cq.linger();
             cq.arm(false);
         }
     }
@@ -504,14 +508,11 @@ fn wait_round<T: Provider>(evd: &Evd<T>, h: DAT_EVD_HANDLE, deadline: &wake::Dea
     // armed: a completion it finds costs none of their system calls, nor
     // the arming's word to the peer that we sleep (the sock provider's
     // on-node waits: four system calls and a wakeup of its thread a wait).
-    let cq = evd.cq.as_ref();
-    if cq.is_some_and(|cq| cq.linger()) && ready() {
+    if evd.linger() && ready() {
         return Done(DAT_SUCCESS);
     }
     let fds = evd.fds();
-    if let Some(cq) = cq {
-        cq.arm(false);
-    }
+    evd.arm();
     // A completion may have landed between the check and the arm.
     if ready() {
         return Done(DAT_SUCCESS);

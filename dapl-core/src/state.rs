@@ -38,6 +38,9 @@ pub trait Upcalls<T: Provider> {
     fn ep_freed(h: DAT_HANDLE);
     /// For a CNO's wait: whether the EVD `h` has an event ready.
     fn evd_has_event(h: usize) -> bool;
+    /// For a CNO's wait: the backend's look for a completion on the EVD
+    /// `h` before the sleep is prepared (`CqOps::linger`).
+    fn evd_linger(h: usize) -> bool;
     /// For a CNO's wait: arms the EVD `h` and returns the fds to sleep on.
     fn evd_prepare_sleep(h: usize) -> Option<[i32; 2]>;
 }

@@ -29,6 +29,10 @@ impl<T: Provider> Upcalls<T> for Up {
         handle::get::<Evd<T>>(h as DAT_HANDLE).is_ok_and(|evd| evd.has_event())
     }
 
+    fn evd_linger(h: usize) -> bool {
+        handle::get::<Evd<T>>(h as DAT_HANDLE).is_ok_and(|evd| evd.linger())
+    }
+
     fn evd_prepare_sleep(h: usize) -> Option<[i32; 2]> {
         let evd = handle::get::<Evd<T>>(h as DAT_HANDLE).ok()?;
         let fds = evd.fds();
