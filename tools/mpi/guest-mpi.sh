@@ -7,7 +7,10 @@
 # a line, "KIND NP NAME [ARGS...]" (KIND osu or test; NAME relative to
 # PREFIX/osu or PREFIX/tests; an argument timeout=SECONDS sets that run's
 # limit, else MPI_RUN_TIMEOUT; an argument MV2_X=V is set in that run's
-# environment and named in its result (NAME[MV2_X=V]); KIND control runs a test with an IA name that
+# environment and named in its result (NAME[MV2_X=V]); the argument ref
+# runs the line on the reference provider too (MPI_REF, default mpi-ref),
+# else it runs on ours alone, unless MPI_REF_ALL=1 (run-mpi.sh --full);
+# KIND control runs a test with an IA name that
 # dat.conf does not have, and passes when MPI_Init fails: proof that the
 # runs go through DAT). Appends to RESULTS, one line a run:
 #   run PROVIDER KIND NP NAME pass|fail SECONDS RC
@@ -34,6 +37,8 @@ export MV2_USE_SHARED_MEM=0
 # are lo and dum0 (on the host, run-mpi.sh --host, lo keeps it local too).
 export HYDRA_IFACE=lo
 providers=${MPI_PROVIDERS:-mpi-ours mpi-ref}
+# The reference runs the plan's lines marked ref, or every line.
+ref=${MPI_REF:-mpi-ref} ref_all=${MPI_REF_ALL:-0}
 # The slowest run of the CI plan takes about 45 s; a hung run (the reference
 # provider hangs now and then) should not cost CI more than this.
 secs=${MPI_RUN_TIMEOUT:-150}
@@ -79,9 +84,10 @@ max_tries=${MPI_TRIES:-3}
 cp "$plan" "$work/plan"   # the plan may be edited while the guest runs
 while read -r kind np name rest; do
     case "$kind" in ''|'#'*) continue ;; esac
-    limit=$secs args=() envs=()
+    limit=$secs args=() envs=() on_ref=$ref_all
     for a in $rest; do
         case "$a" in
+            ref) on_ref=1 ;;
             timeout=*) limit=${a#timeout=} ;;
             MV2_*=*) envs+=("$a") ;;
             *) args+=("$a") ;;
@@ -92,7 +98,12 @@ while read -r kind np name rest; do
         test|control) prog=$prefix/tests/$name ;;
         *) echo "guest-mpi: bad plan line: $kind" >&2; continue ;;
     esac
-    run_providers=$providers
+    line_providers=$providers
+    if [ "$on_ref" != 1 ]; then
+        line_providers=
+        for p in $providers; do [ "$p" = "$ref" ] || line_providers="$line_providers $p"; done
+    fi
+    run_providers=$line_providers
     [ "$kind" = control ] && run_providers=mpi-missing
     [ ${#envs[@]} -eq 0 ] || name="$name[$(IFS=,; echo "${envs[*]}")]"
     for prov in $run_providers; do
@@ -122,7 +133,7 @@ while read -r kind np name rest; do
             run_once "$prov" "$kind" "$np" "$prog" "$limit" "$tag" "${args[@]}"
         fi
         if [ "$kind" = control ]; then
-            for p in $providers; do echo "run $p $kind $np $name $verdict $t $rc $tries" >>"$results"; done
+            for p in $line_providers; do echo "run $p $kind $np $name $verdict $t $rc $tries" >>"$results"; done
         else
             echo "run $prov $kind $np $name $verdict $t $rc $tries" >>"$results"
         fi

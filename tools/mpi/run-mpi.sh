@@ -3,8 +3,11 @@
 # libdat2.so.2 in the Soft-RoCE guest. Builds MVAPICH2 (cached,
 # build-mvapich2.sh), runs the OSU benchmarks and MPICH2 tests of PLAN
 # (default tools/mpi/plan-ci.txt; --full: every test, gen-plan.py)
-# with our provider and with the reference libdaplofa.so.2 in one boot, and
-# prints the side-by-side table and "mpi: N passed, M failed, K skipped".
+# with our provider, and the plan's lines marked ref also with the
+# reference libdaplofa.so.2, in one boot, and prints the side-by-side table
+# and "mpi: N passed, M failed, K skipped". MPI_REF_ALL=1 runs every line on
+# the reference too; --full does so unless MPI_REF_ALL=0 (then its plan,
+# which marks no line, runs on ours alone).
 # Without the tarball (../shared/mpi/) it says so and passes: the MPI part
 # is optional outside CI. MPI_KEEP=DIR keeps the results and logs there.
 # --host: the same plan on this host, no guest, over the software provider
@@ -27,8 +30,10 @@ mkdir -p "$out"
 if [ "$plan_arg" = --full ]; then
     python3 "$here/gen-plan.py" "$prefix" >"$out/plan"
     plan=$out/plan
+    export MPI_REF_ALL=${MPI_REF_ALL:-1}
 else
     plan=$(realpath "$plan_arg")
+    export MPI_REF_ALL=${MPI_REF_ALL:-0}
 fi
 : >"$out/results"
 # A run that times out is tried once more, and the table counts and shows
@@ -60,9 +65,22 @@ else
         export MV2_USE_RDMA_FAST_PATH=0
         echo "mpi: eager-RDMA fast path off in the guest (MV2_USE_RDMA_FAST_PATH=0; MPI_FAST_PATH=1 keeps it)"
     fi
-    # The plan's runs take about 20 s each under TCG; allow for twice that.
-    runs=$(grep -cvE '^\s*(#|$)' "$plan")
-    export RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((300 + runs * 2 * 40))}
+    # The runs made: each line once on ours, and once more on the reference
+    # when it is marked ref or MPI_REF_ALL=1 (a control line runs once for
+    # both, guest-mpi.sh). They take about 20 s each under TCG; allow for
+    # twice that.
+    runs=$(awk -v all="$MPI_REF_ALL" '
+        $0 !~ /^[[:space:]]*(#|$)/ {
+            n++
+            if ($1 != "control") {
+                r = (all == 1)
+                for (i = 4; i <= NF; i++) if ($i == "ref") r = 1
+                n += r
+            }
+        }
+        END { print n + 0 }' "$plan")
+    echo "mpi: $runs runs planned in the guest (MPI_REF_ALL=$MPI_REF_ALL)"
+    export RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((300 + runs * 40))}
     "$root/tools/rxe-vm/run-in-guest.sh" "$here/guest-mpi.sh" "$prefix" "$out/results" "$plan"
     grc=$?
 fi
