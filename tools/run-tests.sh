@@ -82,7 +82,8 @@ section guest-conformance tools/rxe-vm/run-in-guest.sh ctest/guest/conformance.s
 # The stateful fuzzer over the verbs provider (90 s, a fresh seed), natively in the guest.
 section guest-fuzz tools/rxe-vm/run-in-guest.sh tools/dat-fuzz/guest-check.sh
 section guest-install tools/rxe-vm/run-in-guest.sh ctest/guest/install.sh
-# MVAPICH2 over our stack (and over the reference provider, side by side),
+# MVAPICH2 over our stack (and over the reference provider, side by side,
+# on the plan's lines marked ref: one of each kind; MPI_REF_ALL=1 for all),
 # when the team's tarball is beside the clone (../shared/mpi/).
 section guest-mpi tools/mpi/run-mpi.sh
 
