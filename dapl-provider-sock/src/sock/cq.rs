@@ -3,6 +3,7 @@
 //! consumer's poll reads directly, and an eventfd that turns readable when
 //! the queue is armed and a completion arrives.
 
+use super::clock;
 use super::device::Shared;
 use super::eventfd::{drain, eventfd, signal};
 use super::spin::SpinLock;
@@ -11,7 +12,7 @@ use dapl_core::backend::{AsyncEvent, Completion, CqOps};
 use dat_abi::*;
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const DISARMED: u8 = 0;
@@ -30,6 +31,11 @@ pub struct CqInner {
     broken: std::sync::atomic::AtomicBool,
     /// The DAT EVD went (`Shared::forget_async`): no more async events.
     gone: std::sync::atomic::AtomicBool,
+    /// The next wait's poll before it sleeps (ns; `tune::next_spin`), and
+    /// when the last one gave up (`clock::now_ns`; 0: it found its event).
+    /// One waiter at a time (the EVD's claim): the atomics only share them.
+    spin_ns: AtomicU64,
+    gave_up: AtomicU64,
     shared: Arc<Shared>,
 }
 
@@ -123,6 +129,8 @@ impl Cq {
             context: AtomicUsize::new(0),
             broken: std::sync::atomic::AtomicBool::new(false),
             gone: std::sync::atomic::AtomicBool::new(false),
+            spin_ns: AtomicU64::new(0),
+            gave_up: AtomicU64::new(0),
             shared: shared.clone(),
         })))
     }
@@ -157,15 +165,24 @@ impl CqOps for Cq {
         // sleep costs (the progress thread's, then ours). Polling, by
         // the thread's reckoning (`consumer_pass(true)`), even on a queue
         // a past wait left armed: else the peer rings at every message.
-        let spin = std::time::Duration::from_micros(tune::spin_us());
-        if !spin.is_zero() && self.0.count.load(Ordering::Acquire) == 0 {
-            let start = std::time::Instant::now();
-            while self.0.count.load(Ordering::Acquire) == 0 && start.elapsed() < spin {
-                self.0.shared.consumer_pass(true);
-                std::hint::spin_loop();
-            }
+        // How long adapts to how soon the last sleep ended (`tune::next_spin`).
+        let q = &self.0;
+        let base = tune::spin_us().saturating_mul(1000);
+        if base == 0 || q.count.load(Ordering::Acquire) != 0 {
+            return q.count.load(Ordering::Acquire) != 0;
         }
-        self.0.count.load(Ordering::Acquire) != 0
+        let start = clock::now_ns();
+        let spin = tune::next_spin(q.spin_ns.load(Ordering::Relaxed), base, q.gave_up.load(Ordering::Relaxed), start);
+        q.spin_ns.store(spin, Ordering::Relaxed);
+        let mut now = start;
+        while q.count.load(Ordering::Acquire) == 0 && now.saturating_sub(start) < spin {
+            q.shared.consumer_pass(true);
+            std::hint::spin_loop();
+            now = clock::now_ns();
+        }
+        let found = q.count.load(Ordering::Acquire) != 0;
+        q.gave_up.store(if found { 0 } else { now.max(1) }, Ordering::Relaxed);
+        found
     }
 
     fn arm(&self, solicited_only: bool) -> bool {
