@@ -31,11 +31,14 @@ pub struct CqInner {
     broken: std::sync::atomic::AtomicBool,
     /// The DAT EVD went (`Shared::forget_async`): no more async events.
     gone: std::sync::atomic::AtomicBool,
-    /// The next wait's poll before it sleeps (ns; `tune::next_spin`), and
-    /// when the last one gave up (`clock::now_ns`; 0: it found its event).
-    /// One waiter at a time (the EVD's claim): the atomics only share them.
+    /// The next wait's poll before it sleeps (ns; `tune::next_spin`); when
+    /// the last one gave up (`clock::now_ns`; 0: it found its completion,
+    /// or one came since); how long after that the next completion came
+    /// (ns; 0: none yet). The first push after a give-up moves it to
+    /// `late`; one waiter at a time (the EVD's claim) reads them.
     spin_ns: AtomicU64,
     gave_up: AtomicU64,
+    late: AtomicU64,
     shared: Arc<Shared>,
 }
 
@@ -70,6 +73,19 @@ impl CqInner {
         };
         if fire {
             signal(self.fd);
+        }
+        // A plain load first: only after a wait's poll gave up is there
+        // anything to record (the swap is a locked instruction).
+        if self.gave_up.load(Ordering::Relaxed) != 0 {
+            self.came_after_give_up();
+        }
+    }
+
+    #[cold]
+    fn came_after_give_up(&self) {
+        let g = self.gave_up.swap(0, Ordering::Relaxed);
+        if g != 0 {
+            self.late.store(clock::now_ns().saturating_sub(g).max(1), Ordering::Relaxed);
         }
     }
 }
@@ -131,6 +147,7 @@ impl Cq {
             gone: std::sync::atomic::AtomicBool::new(false),
             spin_ns: AtomicU64::new(0),
             gave_up: AtomicU64::new(0),
+            late: AtomicU64::new(0),
             shared: shared.clone(),
         })))
     }
@@ -165,15 +182,17 @@ impl CqOps for Cq {
         // sleep costs (the progress thread's, then ours). Polling, by
         // the thread's reckoning (`consumer_pass(true)`), even on a queue
         // a past wait left armed: else the peer rings at every message.
-        // How long adapts to how soon the last sleep ended (`tune::next_spin`).
+        // How long adapts to how soon its completions came after the last
+        // poll gave up (`tune::next_spin`).
         let q = &self.0;
         let base = tune::spin_us().saturating_mul(1000);
         if base == 0 || q.count.load(Ordering::Acquire) != 0 {
             return q.count.load(Ordering::Acquire) != 0;
         }
-        let start = clock::now_ns();
-        let spin = tune::next_spin(q.spin_ns.load(Ordering::Relaxed), base, q.gave_up.load(Ordering::Relaxed), start);
+        let dry = q.gave_up.swap(0, Ordering::Relaxed) != 0;
+        let spin = tune::next_spin(q.spin_ns.load(Ordering::Relaxed), base, q.late.swap(0, Ordering::Relaxed), dry);
         q.spin_ns.store(spin, Ordering::Relaxed);
+        let start = clock::now_ns();
         let mut now = start;
         while q.count.load(Ordering::Acquire) == 0 && now.saturating_sub(start) < spin {
             q.shared.consumer_pass(true);

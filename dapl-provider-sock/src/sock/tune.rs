@@ -21,25 +21,27 @@ pub fn spin_us() -> u64 {
 pub const SPIN_GROWTH: u64 = 10;
 
 /// A queue's next poll before sleeping, in nanoseconds, from its last one
-/// (`cur`), the base (`spin_us`), and when its last poll gave up and it
-/// slept (`gave_up`, 0: it did not) against `now`. A sleep that ended
-/// within the longest poll (`SPIN_GROWTH` times the base) would not have
-/// been needed had the poll been that long: the next poll doubles. A
-/// longer sleep means the events are far apart: back to the base, so an
-/// idle consumer polls no longer than it is told. A stream of sends in
-/// wait mode (on-node `dat-perf --test msg_rate --mode wait`) slept a
-/// thousand times a run at 20 µs, each sleep two wakeups on each side
-/// (ours, then the peer's, which stops to ring us): 2.0–3.3 million
-/// messages a second against polling's 3.4–3.8; 3.0–3.9 polling 200 µs.
-pub fn next_spin(cur: u64, base: u64, gave_up: u64, now: u64) -> u64 {
+/// (`cur`) and the base (`spin_us`). `late`: how long after the last poll
+/// gave up the queue's next completion came (0: none came since, or the
+/// poll did not give up); `dry`: the last poll gave up and no completion
+/// came since (the sleep ended on a timeout, or on another of a CNO's
+/// queues). A completion that came within the longest poll
+/// (`SPIN_GROWTH` times the base) would have been found by a poll that
+/// long, with no sleep: the next poll doubles. One that came later, or
+/// none, means the queue's events are far apart: back to the base, so an
+/// idle consumer, or a CNO's quiet queue looked at before a busy one,
+/// polls no longer than it is told. A stream of sends in wait mode
+/// (on-node `dat-perf --test msg_rate --mode wait`) ran at 2.0–3.3 million
+/// messages a second polling 20 µs, 3.0–3.9 polling 200, 3.4–3.8 in poll
+/// mode.
+pub fn next_spin(cur: u64, base: u64, late: u64, dry: bool) -> u64 {
     let max = base.saturating_mul(SPIN_GROWTH);
     let cur = cur.clamp(base, max);
-    if gave_up == 0 {
-        cur
-    } else if now.saturating_sub(gave_up) <= max {
-        cur.saturating_mul(2).min(max)
-    } else {
-        base
+    match late {
+        0 if dry => base,
+        0 => cur,
+        l if l <= max => cur.saturating_mul(2).min(max),
+        _ => base,
     }
 }
 
@@ -172,24 +174,25 @@ mod tests {
     use super::{SPIN_GROWTH, YieldClock, next_spin};
 
     #[test]
-    fn a_wait_polls_longer_while_its_sleeps_end_soon_and_the_base_after_a_long_one() {
+    fn a_wait_polls_longer_while_its_completions_come_soon_and_the_base_otherwise() {
         let (base, max) = (20_000, 20_000 * SPIN_GROWTH);
-        // First wait, or one after a poll that found its event: as it was.
-        assert_eq!(next_spin(0, base, 0, 1_000_000), base);
-        assert_eq!(next_spin(80_000, base, 0, 1_000_000), 80_000);
-        // Slept, and the next wait came within the longest poll: doubles, up to it.
+        // First wait, or one after a poll that found its completion: as it was.
+        assert_eq!(next_spin(0, base, 0, false), base);
+        assert_eq!(next_spin(80_000, base, 0, false), 80_000);
+        // The completion came within the longest poll after it gave up:
+        // doubles, up to that.
         let mut s = base;
         for want in [40_000, 80_000, 160_000, max, max] {
-            s = next_spin(s, base, 1_000_000, 1_000_000 + max);
+            s = next_spin(s, base, max, false);
             assert_eq!(s, want);
         }
-        // Slept longer than that: the base again.
-        assert_eq!(next_spin(s, base, 1_000_000, 1_000_001 + max), base);
-        // Whatever it was told before, it stays within [base, max].
-        assert_eq!(next_spin(u64::MAX, base, 0, 5), max);
-        assert_eq!(next_spin(1, base, 0, 5), base);
-        // A clock read before the give-up (another CPU's): a short sleep.
-        assert_eq!(next_spin(base, base, 1_000, 500), 2 * base);
+        assert_eq!(next_spin(40_000, base, 1, false), 80_000);
+        // Later than that, or none came: the base again.
+        assert_eq!(next_spin(s, base, max + 1, false), base);
+        assert_eq!(next_spin(s, base, 0, true), base);
+        // Whatever it held before, it stays within [base, max].
+        assert_eq!(next_spin(u64::MAX, base, 0, false), max);
+        assert_eq!(next_spin(1, base, 0, false), base);
     }
 
     #[test]
