@@ -255,6 +255,34 @@ mod tests {
         cq.push(Completion::default(), false);
     }
 
+    /// A wait's poll before it sleeps doubles after a completion that came
+    /// soon after it gave up, and is the base again after none came.
+    #[test]
+    fn a_waits_poll_grows_on_a_completion_soon_after_it_gave_up_and_not_on_none() {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        clock::init();
+        let cq = Cq::create(&shared, 4).unwrap();
+        let base = tune::spin_us() * 1000;
+        if base == 0 {
+            return;
+        }
+        let spin = || cq.0.spin_ns.load(Ordering::Relaxed);
+        assert!(!cq.linger());
+        assert_eq!(spin(), base);
+        cq.0.push(Completion::default(), false);
+        let mut c = Completion::default();
+        assert!(cq.poll(&mut c));
+        assert!(!cq.linger());
+        assert_eq!(spin(), 2 * base, "a completion right after the give-up");
+        assert!(!cq.linger());
+        assert_eq!(spin(), base, "no completion since the last give-up");
+        // One already there is taken without a poll, and changes nothing.
+        cq.0.push(Completion::default(), false);
+        assert!(cq.linger());
+        assert_eq!(spin(), base);
+    }
+
     /// A handle's slot is reused as soon as its object is freed: an overrun
     /// event about a freed EVD, still queued or raised later by a QP that
     /// holds the queue, would be reported about the next EVD in that slot.
