@@ -1111,36 +1111,13 @@ impl Progress {
     /// next pass, post or thread turn sends it, and the thread ticks
     /// (`on_quiet_set`) or a consumer about to sleep flushes it (`quiet`).
     fn hold_ack(&mut self, token: u64) -> bool {
-        let Some(c) = self.conns.get(&token) else { return false };
-        if self.keep_held && c.only_held_ack() && c.unsent() == 0 {
-            // The thread's turn, serving this connection's input: the ACK
-            // stays with the consumer a while yet (`flush_stale`).
-            let now = clock::now_ns();
-            return self.held.iter().any(|h| h.0 == token && now.saturating_sub(h.1) < HOLD_NS);
-        }
-        if !self.in_pass || !self.on_quiet_set {
-            return false;
-        }
         let Some(c) = self.conns.get_mut(&token) else { return false };
-        let lone = !c.ack_held
-            && c.phase == Phase::Open
-            && !c.out.active
-            && c.ctl.is_empty()
-            && c.resp.len() == 1
-            && matches!(c.resp.front(), Some(Resp::Ack(_)))
-            && c.unsent() == 0;
-        if lone {
-            c.ack_held = true;
-            self.hold(token, self.pass_ns);
-        }
-        lone
+        Holding::of(self.keep_held, self.in_pass, self.on_quiet_set, self.pass_ns).ack(c, token, &mut self.held)
     }
 
     /// Keeps `token`'s output back from `at` (ns), if it is not already.
     fn hold(&mut self, token: u64, at: u64) {
-        if !self.held.iter().any(|h| h.0 == token) {
-            self.held.push((token, at));
-        }
+        hold_in(&mut self.held, token, at);
     }
 
     /// Rings every doorbell skipped whose bytes or ACKs are still unread.
@@ -1365,10 +1342,13 @@ impl Progress {
         let Some(qp) = c.qp.take() else { return Ok(false) };
         let mut taken = 0u32;
         let mut r = Ok(());
+        // The ring held no more frames when the loop ended.
+        let mut drained = false;
         while taken < 256 && matches!(c.inp, InState::Hdr) {
             let Some(m) = &c.shm else { break };
             let mut avail = m.rx.readable(HDR);
             if avail < HDR {
+                drained = avail == 0;
                 break;
             }
             let h = match m.rx.parts(0, HDR) {
@@ -1407,12 +1387,17 @@ impl Progress {
             return Ok(false);
         }
         self.frames = self.frames.wrapping_add(taken as u64);
-        if !self.hold_ack(token) {
-            let Some(c) = self.conns.get_mut(&token) else { return Ok(true) };
+        // `c` is still in hand: the hold and the look that follows need no
+        // lookup of it (two, about 40 instructions a received message).
+        let holding = Holding::of(self.keep_held, self.in_pass, self.on_quiet_set, self.pass_ns);
+        if !holding.ack(c, token, &mut self.held) {
             c.ack_held = false;
             publish_acks(c);
         }
-        Ok(self.conns.get(&token).is_none_or(|c| !has_work(c)))
+        // Drained, only output can be left (ACKs the peer counted since
+        // wait for the next pass or post, which absorbs them first).
+        let Some(m) = &c.shm else { return Ok(true) };
+        Ok(if drained { !has_output(c, m) } else { !has_work(c) })
     }
 
     /// A pass's or post's look at a connection's input: sends from the
@@ -2034,9 +2019,66 @@ fn watch_bells(epfd: i32, epq: i32, fd: i32, token: u64) {
 
 /// Whether an on-node connection can move bytes now: input in its ring, or
 /// output waiting with room in the peer's.
+/// What `hold_ack` decides on: the engine's turn (the thread's, or a
+/// consumer's pass) and when the pass began. Apart from the engine, so a
+/// caller that holds a connection of its map decides without looking the
+/// connection up again (`ring_sends`: two lookups a received message).
+#[derive(Clone, Copy)]
+struct Holding {
+    keep_held: bool,
+    in_pass: bool,
+    on_quiet_set: bool,
+    pass_ns: u64,
+}
+
+impl Holding {
+    fn of(keep_held: bool, in_pass: bool, on_quiet_set: bool, pass_ns: u64) -> Holding {
+        Holding { keep_held, in_pass, on_quiet_set, pass_ns }
+    }
+
+    /// `Progress::hold_ack` for connection `c` (`token`), whose kept-back
+    /// output `held` lists.
+    fn ack(self, c: &mut Conn, token: u64, held: &mut Vec<(u64, u64)>) -> bool {
+        if self.keep_held && c.only_held_ack() && c.unsent() == 0 {
+            // The thread's turn, serving this connection's input: the ACK
+            // stays with the consumer a while yet (`flush_stale`).
+            let now = clock::now_ns();
+            return held.iter().any(|h| h.0 == token && now.saturating_sub(h.1) < HOLD_NS);
+        }
+        if !self.in_pass || !self.on_quiet_set {
+            return false;
+        }
+        let lone = !c.ack_held
+            && c.phase == Phase::Open
+            && !c.out.active
+            && c.ctl.is_empty()
+            && c.resp.len() == 1
+            && matches!(c.resp.front(), Some(Resp::Ack(_)))
+            && c.unsent() == 0;
+        if lone {
+            c.ack_held = true;
+            hold_in(held, token, self.pass_ns);
+        }
+        lone
+    }
+}
+
+/// Lists `token`'s output as kept back from `at` (ns), if it is not already.
+fn hold_in(held: &mut Vec<(u64, u64)>, token: u64, at: u64) {
+    if !held.iter().any(|h| h.0 == token) {
+        held.push((token, at));
+    }
+}
+
+/// Output waits that a pump would write now (not a held ACK alone).
+#[inline]
+fn has_output(c: &Conn, m: &shm::Shm) -> bool {
+    c.shm_out && c.wants_out() && !c.only_held_ack() && m.tx.space() > 0
+}
+
 fn has_work(c: &Conn) -> bool {
     let Some(m) = &c.shm else { return false };
-    (c.shm_in && c.reading() && m.rx.has_input()) || (c.shm_out && c.wants_out() && !c.only_held_ack() && m.tx.space() > 0)
+    (c.shm_in && c.reading() && m.rx.has_input()) || has_output(c, m)
 }
 
 impl Engine for Progress {
