@@ -191,8 +191,11 @@ impl CqOps for Cq {
         // poll gave up (`tune::next_spin`).
         let q = &self.0;
         let base = tune::spin_us().saturating_mul(1000);
-        if base == 0 || q.count.load(Ordering::Acquire) != 0 {
-            return q.count.load(Ordering::Acquire) != 0;
+        if q.count.load(Ordering::Acquire) != 0 {
+            return true;
+        }
+        if base == 0 {
+            return false;
         }
         let dry = q.gave_up.swap(0, Ordering::Relaxed) != 0;
         let spin = tune::next_spin(q.spin_ns.load(Ordering::Relaxed), base, q.late.swap(0, Ordering::Relaxed), dry);

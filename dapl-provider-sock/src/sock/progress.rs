@@ -2017,8 +2017,6 @@ fn watch_bells(epfd: i32, epq: i32, fd: i32, token: u64) {
     }
 }
 
-/// Whether an on-node connection can move bytes now: input in its ring, or
-/// output waiting with room in the peer's.
 /// What `hold_ack` decides on: the engine's turn (the thread's, or a
 /// consumer's pass) and when the pass began. Apart from the engine, so a
 /// caller that holds a connection of its map decides without looking the
@@ -2076,6 +2074,8 @@ fn has_output(c: &Conn, m: &shm::Shm) -> bool {
     c.shm_out && c.wants_out() && !c.only_held_ack() && m.tx.space() > 0
 }
 
+/// Whether an on-node connection can move bytes now: input in its ring, or
+/// output waiting with room in the peer's.
 fn has_work(c: &Conn) -> bool {
     let Some(m) = &c.shm else { return false };
     (c.shm_in && c.reading() && m.rx.has_input()) || has_output(c, m)

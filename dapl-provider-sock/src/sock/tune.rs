@@ -17,7 +17,7 @@ pub fn spin_us() -> u64 {
 }
 
 /// How many times `spin_us` a queue's poll before sleeping grows to while
-/// its sleeps keep ending that soon (`next_spin`).
+/// its completions keep coming that soon after it gave up (`next_spin`).
 pub const SPIN_GROWTH: u64 = 10;
 
 /// A queue's next poll before sleeping, in nanoseconds, from its last one
