@@ -233,13 +233,21 @@ pub struct Ctl {
 }
 
 /// How recent a consumer's look at its ring must be for a producer to skip
-/// the doorbell of a reader flagged `sleeping = 2`.
-const POLLED_NS: u64 = 20_000;
+/// the doorbell of a reader flagged `sleeping = 2`. Longer than most pauses
+/// of a vCPU or of a rank that gave its CPU away for a moment (on the Xeon
+/// host of stop 48, a spinning clock reader on each vCPU saw 340 to 410
+/// gaps of 20 µs or more a second, 9 to 19 of them over 100 µs): a reader
+/// paused so is not gone, and rung, its thread took the CPU from it as it
+/// came back. At 20 µs, an on-node ping-pong of 200,000 iterations rang
+/// 200 to 460 doorbells between its ends for such pauses, 20 to 30 at 100.
+pub(super) const POLLED_NS: u64 = 100_000;
 /// How stale a consumer's stamp may get before it stamps again.
 const STAMP_NS: u64 = 1_000;
 /// How recent our own last look must be for a peer's stamp to be judged
-/// against it rather than against now (`Shm::judged_at`).
-const PAUSE_NS: u64 = 100_000;
+/// against it rather than against now (`Shm::judged_at`): longer than
+/// `POLLED_NS`, so that a pause of both ends longer than that is judged
+/// from our look.
+pub(super) const PAUSE_NS: u64 = 2 * POLLED_NS;
 
 /// What a producer does about the doorbell after a push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -663,10 +671,24 @@ impl Ring {
         }
     }
 
-    /// Whether the consumer stamped a look within `POLLED_NS` before `now`
+    /// The consumer's thread, woken: it looks at the ring before it sleeps
+    /// again, so producers may skip the doorbell as for a consumer's look.
+    /// Not the consumer's own stamp (`stamped`), which `consumer_looked_within`
+    /// reads.
+    pub fn thread_looks(&self, now: u64) {
+        self.ctl().polled.0.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether the ring was stamped looked at within `POLLED_NS` before `now`
     /// (`clock::ticks`), or after it.
     pub fn looked_within(&self, now: u64) -> bool {
         now.saturating_sub(self.ctl().polled.0.load(Ordering::Relaxed)) < self.polled_window
+    }
+
+    /// Consumer side: whether its consumer itself (not its thread) looked
+    /// within `POLLED_NS` before `now`.
+    pub fn consumer_looked_within(&self, now: u64) -> bool {
+        now.saturating_sub(self.stamped.load(Ordering::Relaxed)) < self.polled_window
     }
 
     /// Producer: whether the consumer stamped a look at or after `t`
