@@ -1120,8 +1120,15 @@ impl Progress {
     /// next pass, post or thread turn sends it, and the thread ticks
     /// (`on_quiet_set`) or a consumer about to sleep flushes it (`quiet`).
     fn hold_ack(&mut self, token: u64) -> bool {
+        let holding = self.holding();
         let Some(c) = self.conns.get_mut(&token) else { return false };
-        Holding::of(self.keep_held, self.in_pass, self.on_quiet_set, self.pass_ns).ack(c, token, &mut self.held)
+        holding.ack(c, token, &mut self.held)
+    }
+
+    /// What a hold is decided on now, read before a connection is borrowed
+    /// from the map (`Holding`).
+    fn holding(&self) -> Holding {
+        Holding { keep_held: self.keep_held, in_pass: self.in_pass, on_quiet_set: self.on_quiet_set, pass_ns: self.pass_ns }
     }
 
     /// Keeps `token`'s output back from `at` (ns), if it is not already.
@@ -1327,6 +1334,7 @@ impl Progress {
     /// (A short ping-pong's receiver spent about 600 instructions a
     /// message in the pump's general way.)
     fn ring_sends(&mut self, token: u64) -> Result<bool, End> {
+        let holding = self.holding();
         let Some(c) = self.conns.get_mut(&token) else { return Ok(true) };
         // As `read_some`: the ACKs counted so far first (a peer that
         // counted more than we sent is broken).
@@ -1398,7 +1406,6 @@ impl Progress {
         self.frames = self.frames.wrapping_add(taken as u64);
         // `c` is still in hand: the hold and the look that follows need no
         // lookup of it (two, about 40 instructions a received message).
-        let holding = Holding::of(self.keep_held, self.in_pass, self.on_quiet_set, self.pass_ns);
         if !holding.ack(c, token, &mut self.held) {
             c.ack_held = false;
             publish_acks(c);
@@ -2039,10 +2046,6 @@ struct Holding {
 }
 
 impl Holding {
-    fn of(keep_held: bool, in_pass: bool, on_quiet_set: bool, pass_ns: u64) -> Holding {
-        Holding { keep_held, in_pass, on_quiet_set, pass_ns }
-    }
-
     /// `Progress::hold_ack` for connection `c` (`token`), whose kept-back
     /// output `held` lists.
     fn ack(self, c: &mut Conn, token: u64, held: &mut Vec<(u64, u64)>) -> bool {
