@@ -295,7 +295,7 @@ pub unsafe extern "C" fn close<T: Provider>(h: DAT_IA_HANDLE, flags: DAT_CLOSE_F
         // closed, perhaps reused, descriptor).
         drop(ia.cm.lock().unwrap_or_else(|e| e.into_inner()).take());
         let mut children = handle::children::<T>(ia.id(), None);
-        children.sort_by(|a, b| b.rank.cmp(&a.rank));
+        children.sort_by_key(|c| std::cmp::Reverse(c.rank));
         for c in children {
             (c.destroy)(c.handle);
         }

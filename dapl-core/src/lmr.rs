@@ -116,7 +116,7 @@ pub unsafe extern "C" fn create<T: Provider>(
         }, ia.table());
         ia.adopt::<Lmr<T>>(h, RANK, destroy::<T>);
         ia.counters.add(DCNT_IA_MEM_ALLOC, 1);
-        ia.counters.add(DCNT_IA_MEM_ALLOC_DATA, len as u64);
+        ia.counters.add(DCNT_IA_MEM_ALLOC_DATA, len);
         // SAFETY: each out-pointer is the consumer's; optional ones null-checked.
         unsafe {
             *lmr_out = h;

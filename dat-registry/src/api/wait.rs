@@ -76,5 +76,7 @@ pub unsafe extern "C-unwind" fn dat_cno_wait(cno: DAT_CNO_HANDLE, timeout: DAT_T
 
 // The argument lists above are the headers': with the C ABI they must be the
 // provider table's types (forward.rs checks its calls the same way).
+// Spelled out, not aliased: the point is that they read as the headers do.
+#[allow(clippy::type_complexity)]
 const _: fn(DAT_EVD_WAIT_FUNC) -> Option<unsafe extern "C" fn(DAT_EVD_HANDLE, DAT_TIMEOUT, DAT_COUNT, *mut DAT_EVENT, *mut DAT_COUNT) -> DAT_RETURN> = |f| f;
 const _: fn(DAT_CNO_WAIT_FUNC) -> Option<unsafe extern "C" fn(DAT_CNO_HANDLE, DAT_TIMEOUT, *mut DAT_EVD_HANDLE) -> DAT_RETURN> = |f| f;

@@ -227,7 +227,7 @@ impl<'a> Seq<'a> {
         let of_kind = |alive: bool| self.objs.iter().enumerate().filter(move |(_, o)| o.kind == kind && o.alive == alive && !o.reused).map(|(i, _)| i);
         let from = |i: usize| {
             let o = &self.objs[i];
-            Pick { h: hp(o.h), bad: !(o.alive && o.kind == kind) && !may_be_reused(o), ia: Some(o.ia), obj: Some(i) }
+            Pick { h: hp(o.h), bad: (!o.alive || o.kind != kind) && !may_be_reused(o), ia: Some(o.ia), obj: Some(i) }
         };
         let nth = |v: Vec<usize>, n: u8| (!v.is_empty()).then(|| from(v[n as usize % v.len()]));
         let null = Pick { h: null_mut(), bad: true, ia: None, obj: None };
