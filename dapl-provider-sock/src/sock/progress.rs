@@ -571,7 +571,7 @@ impl Progress {
     /// held the engine and its consumer could not stamp them, and the
     /// writers rang again: each ring woke the thread onto its consumer's
     /// CPU, whose stamps then aged in turn (an on-node ping-pong, 200,000
-    /// iterations: 1,400 to 2,500 doorbells between the two ends, and a
+    /// iterations: 540 to 2,540 doorbells between the two ends, and a
     /// turn of the thread for most, each costing its consumer 20-60 µs).
     fn awake(&self) {
         let now = clock::ticks();
