@@ -239,7 +239,7 @@ pub struct Ctl {
 /// gaps of 20 µs or more a second, 9 to 19 of them over 100 µs): a reader
 /// paused so is not gone, and rung, its thread took the CPU from it as it
 /// came back. At 20 µs, an on-node ping-pong of 200,000 iterations rang
-/// 200 to 460 doorbells between its ends for such pauses, 20 to 30 at 100.
+/// 210 to 620 doorbells between its ends for such pauses, 20 to 30 at 100.
 pub(super) const POLLED_NS: u64 = 100_000;
 /// How stale a consumer's stamp may get before it stamps again.
 const STAMP_NS: u64 = 1_000;
