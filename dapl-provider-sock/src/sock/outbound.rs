@@ -212,13 +212,13 @@ fn bell(c: &mut Conn, acks: bool, posted: Option<u64>) {
         shm::Bell::No => return,
         shm::Bell::Ring => return m.ring(c.fd),
         // Bytes the thread wrote: it has no later pass to look again
-        // from, so it rings. ACKs alone wait for its consumer's passes or
-        // its own next plan (`overdue_acks`): the reader takes them at its
-        // next look or before it sleeps, and rung for them at once, the
-        // reader's thread took its consumer's CPU, and that consumer's
-        // stamp went stale meanwhile, so our next post rang it again (an
-        // on-node ping-pong whose ends paused now and then: a storm of
-        // doorbells both ways, ~90 a side of 200,000 iterations from here).
+        // from, so it rings. ACKs alone are left to its consumer's passes
+        // or its own next plan (`overdue_acks`), for the reader takes them
+        // at its next look or before it sleeps. Rung for at once, they woke
+        // the reader's thread onto its consumer's CPU, that consumer's
+        // stamp aged, and our next post rang again: doorbells both ways
+        // (an on-node ping-pong whose ends paused now and then: ~90 a side
+        // of 200,000 iterations came from here).
         // (A post is never the thread's: no thread-local lookup, a call
         // into the dynamic loader's TLS code, 31 instructions, for it.)
         shm::Bell::Skipped if posted.is_none() && !acks && on_progress_thread() => return m.ring(c.fd),
