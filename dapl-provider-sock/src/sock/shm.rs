@@ -38,8 +38,9 @@
 //! just as the consumer stopped costs at most the thread's tick: that
 //! thread is awake on a timer in this mode. A producer that skipped also
 //! looks again on its own passes and rings once the bytes have waited
-//! `OVERDUE_NS` unread, so a consumer that stopped polling to spin on its
-//! memory waits microseconds, not the tick.
+//! `OVERDUE_NS` unread and the stamp is `POLLED_NS` old, so a consumer that
+//! stopped polling to spin on its memory waits about `POLLED_NS`, not the
+//! tick.
 
 use super::clock;
 use super::tail;
