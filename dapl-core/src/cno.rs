@@ -157,9 +157,29 @@ pub unsafe extern "C-unwind" fn wait<T: Provider>(h: DAT_CNO_HANDLE, timeout: DA
     wake::cancellable("dat_cno_wait", |_| wait_round::<T>(c, &deadline, out))
 }
 
+/// EVDs a CNO copies to the stack for a look; more go to the heap.
+const ON_STACK: usize = 16;
+
+/// Calls `f` with the CNO's EVDs as they are now, the list's lock released
+/// first: looking at an EVD may run a pass that calls a proxy agent, which
+/// may attach or detach an EVD. Copied to the stack, not cloned: a wait
+/// that finds its event allocated a list each look.
+fn with_evds<T: Provider, R>(c: &Cno<T>, f: impl FnOnce(&[usize]) -> R) -> R {
+    let list = c.evds.lock().unwrap_or_else(|e| e.into_inner());
+    if list.len() > ON_STACK {
+        let copy = list.clone();
+        drop(list);
+        return f(&copy);
+    }
+    let mut copy = [0usize; ON_STACK];
+    let n = list.len();
+    copy[..n].copy_from_slice(&list);
+    drop(list);
+    f(&copy[..n])
+}
+
 fn ready_evd<T: Provider>(c: &Cno<T>) -> Option<usize> {
-    let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    evds.into_iter().find(|&e| <T::Up as Upcalls<T>>::evd_has_event(e))
+    with_evds(c, |evds| evds.iter().copied().find(|&e| <T::Up as Upcalls<T>>::evd_has_event(e)))
 }
 
 fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_EVD_HANDLE) -> wake::Step<Vec<i32>> {
@@ -170,8 +190,7 @@ fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_
     }
     // As an EVD's wait: the backends' look first, before the wakeups are
     // cleared and the CQs armed (`CqOps::linger`).
-    let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if evds.into_iter().any(<T::Up as Upcalls<T>>::evd_linger) {
+    if with_evds(c, |evds| evds.iter().copied().any(<T::Up as Upcalls<T>>::evd_linger)) {
         if let Some(e) = ready_evd::<T>(c) {
             *out = e as DAT_EVD_HANDLE;
             return Done(DAT_SUCCESS);

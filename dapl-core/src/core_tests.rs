@@ -758,3 +758,91 @@ fn a_reset_keeps_completions_the_device_flushes_late() {
     // SAFETY: a live IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }
+
+/// `dat_cno_wait` finds the EVD with an event among those attached, however
+/// many (the list is copied to the stack up to 16, to the heap beyond), and
+/// times out with none.
+#[test]
+fn a_cno_wait_names_the_evd_with_the_event_among_many() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-cno-many");
+    let mut cno = null_mut();
+    let agent = DAT_OS_WAIT_PROXY_AGENT { instance_data: null_mut(), proxy_agent_func: None };
+    let mut evds = Vec::new();
+    // SAFETY: live handles and valid out-pointers.
+    unsafe {
+        ok(crate::cno::create::<T>(s.ia, agent, &mut cno));
+        for _ in 0..20 {
+            let mut e = null_mut();
+            ok(evd::create::<T>(s.ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &mut e));
+            evds.push(e);
+        }
+    }
+    let wait = |timeout: DAT_TIMEOUT| {
+        let mut found = null_mut();
+        // SAFETY: a live CNO and our out-pointer.
+        let r = unsafe { crate::cno::wait::<T>(cno, timeout, &mut found) };
+        (r, found)
+    };
+    assert_eq!(wait(0).0 & 0x3fff_0000, DAT_TIMEOUT_EXPIRED, "no event anywhere");
+    for (k, n) in [(2usize, 3usize), (17, 20)] {
+        // Only the first `n` EVDs feed the CNO this round.
+        for (i, &e) in evds.iter().enumerate() {
+            // SAFETY: live EVD and CNO handles.
+            ok(unsafe { evd::modify_cno::<T>(e, if i < n { cno } else { null_mut() }) });
+        }
+        // SAFETY: DAT_EVENT is plain C data; a software event carries a pointer only.
+        let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
+        ev.event_number = DAT_SOFTWARE_EVENT;
+        // SAFETY: a live software EVD and a filled event.
+        ok(unsafe { evd::post_se::<T>(evds[k], &ev) });
+        let before = crate::alloc_count::made();
+        let (r, found) = wait(1_000_000);
+        let made = crate::alloc_count::made() - before;
+        ok(r);
+        assert_eq!(found, evds[k], "EVD {k} of {n} holds the event");
+        if n <= 16 {
+            assert_eq!(made, 0, "a wait that found its event allocated");
+        }
+        assert!(dequeue(evds[k]).is_some());
+    }
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}
+
+/// The fast path allocates nothing: posts, a dequeue that finds a
+/// completion or none, and a wait whose event is there (after a first
+/// round, which may size what is made on first use).
+#[test]
+fn posts_dequeues_and_a_wait_that_finds_its_event_allocate_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup("mock-no-alloc");
+    let _id = connect(&s, b"");
+    let mut t = triplet(5, 64);
+    let mut made = Vec::new();
+    for round in 0..2 {
+        let before = crate::alloc_count::made();
+        ok(post_send(s.ep, &mut t, round));
+        // SAFETY: consumer receives with one triplet.
+        unsafe {
+            ok(ep::post_recv::<T>(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 10 + round }, DAT_COMPLETION_DEFAULT_FLAG));
+            ok(ep::post_recv::<T>(s.ep, 1, &mut t, DAT_DTO_COOKIE { as_64: 20 + round }, DAT_COMPLETION_DEFAULT_FLAG));
+        }
+        let posted = crate::alloc_count::made();
+        assert_eq!(ep::get::<T>(s.ep).unwrap().with_qp(|q| q.deliver(32)), Some(true));
+        assert_eq!(ep::get::<T>(s.ep).unwrap().with_qp(|q| q.deliver(16)), Some(true));
+        let delivered = crate::alloc_count::made();
+        dequeue(s.dto).expect("the send's completion");
+        // SAFETY: DAT_EVENT is plain C data, filled by the call.
+        let mut e: DAT_EVENT = unsafe { std::mem::zeroed() };
+        let mut left = 0;
+        // SAFETY: a live EVD, our event and count.
+        ok(unsafe { evd::wait::<T>(s.dto, 1_000_000, 1, &mut e, &mut left) });
+        dequeue(s.dto).expect("the second receive's completion");
+        assert!(dequeue(s.dto).is_none());
+        made.push(((posted - before), crate::alloc_count::made() - delivered));
+    }
+    assert_eq!(made[1], (0, 0), "allocations (posting, reaping) in the second round; the first: {:?}", made[0]);
+    // SAFETY: a live IA.
+    ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
+}

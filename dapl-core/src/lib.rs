@@ -15,7 +15,7 @@
 //!
 //! | floor | modules | holds |
 //! |---|---|---|
-//! | 0 | `backend`, `wake`, `util`, `tsan` | the transport contract; eventfd sleeps; small helpers; edges for ThreadSanitizer |
+//! | 0 | `backend`, `wake`, `util`, `tsan`, `alloc_count` | the transport contract; eventfd sleeps; small helpers; edges for ThreadSanitizer; tests' allocation count |
 //! | 1 | `state`, `counters`, `sge`, `mock` | per-transport statics and upcalls; counter arrays; SGE lists; the test backend |
 //! | 2 | `handle`, `instance`, `quiesce`, `dto` | handle slots; registered IA names; the CM lock; posted-request rings and completion events |
 //! | 3 | `ia`, `generic` | the IA; calls on any handle |
@@ -34,6 +34,8 @@
 //! `mock` is an in-memory backend (feature `mock`, and unit tests) on which
 //! `core_tests` drive the core through its DAT entry points.
 
+#[cfg(test)]
+mod alloc_count;
 mod async_error;
 pub mod backend;
 mod cno;
