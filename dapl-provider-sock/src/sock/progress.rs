@@ -248,8 +248,10 @@ struct Progress {
     /// must not put the thread on the quiet set, which its next sleep
     /// would have to wake it from.
     poller: bool,
-    /// A consumer pass's list of connections to serve (kept, not reallocated).
+    /// A consumer pass's list of connections to serve, and a doorbell's
+    /// (kept, not reallocated).
     pass_list: Vec<u64>,
+    bell_list: Vec<u64>,
     pass_events: Vec<libc::epoll_event>,
     /// A consumer's pass is running (`hold_ack`), and the streams whose
     /// output is kept back: an ACK that pass kept, or posts (`drive`).
@@ -311,6 +313,7 @@ impl Progress {
             active_at: 0,
             poller: false,
             pass_list: Vec::new(),
+            bell_list: Vec::new(),
             pass_events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
             in_pass: false,
             held: Vec::new(),
@@ -728,10 +731,15 @@ impl Progress {
                 log::error!("sock progress: panic in a connection command");
             }
         }
-        let tokens: Vec<u64> = self.conns.keys().collect();
-        for t in tokens {
+        // Kept, not collected anew: a doorbell rings for every post that
+        // found the engine busy, and each made a list.
+        let mut tokens = std::mem::take(&mut self.bell_list);
+        tokens.clear();
+        tokens.extend(self.conns.keys());
+        for &t in &tokens {
             self.guarded(t, |p| p.pump(t, true, true));
         }
+        self.bell_list = tokens;
         let stalled = std::mem::take(&mut self.ud_stalled);
         for t in stalled {
             if let Some(q) = self.uds.get(&t).cloned() {
@@ -780,6 +788,7 @@ impl Progress {
                 }
                 let interest = c.interest;
                 let t = self.conns.insert(c);
+                self.room_for_conns();
                 if fd >= 0 {
                     self.watch(fd, t, interest);
                 }
@@ -973,8 +982,21 @@ impl Progress {
             c.interest = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
             let interest = c.interest;
             let t = self.conns.insert(c);
+            self.room_for_conns();
             self.watch(fd, t, interest);
         }
+    }
+
+    /// Room in every list that names connections for as many as there are
+    /// (and one more): sized when a connection comes, they never grow on
+    /// the data path (a pass or plan that found work on a ring for the
+    /// first time grew one: a heap allocation in the middle of traffic).
+    fn room_for_conns(&mut self) {
+        let n = self.conns.len() + 1;
+        for l in [&mut self.ready, &mut self.again, &mut self.rnr, &mut self.pass_list, &mut self.bell_list] {
+            l.reserve(n.saturating_sub(l.len()));
+        }
+        self.held.reserve(n.saturating_sub(self.held.len()));
     }
 
     /// Moves a connection along: input, then output, then what epoll watches.
