@@ -452,6 +452,7 @@ static const struct area areas[] = {
 	{ kills_cases, &kills_ncases },
 	{ placement_cases, &placement_ncases },
 	{ progress_cases, &progress_ncases },
+	{ fastpath_cases, &fastpath_ncases },
 };
 #define NAREAS (sizeof(areas) / sizeof(areas[0]))
 

@@ -100,10 +100,10 @@ DAT_RETURN isolated_rc(pid_t pid, int fd);
 
 extern const struct tcase errors_cases[], protection_cases[], faults_cases[], load_cases[], input_cases[],
 	extensions_cases[], counters_cases[], threads_cases[], kills_cases[], placement_cases[],
-	progress_cases[];
+	progress_cases[], fastpath_cases[];
 extern const int errors_ncases, protection_ncases, faults_ncases, load_ncases, input_ncases, extensions_ncases,
 	counters_ncases, threads_ncases, kills_ncases, placement_ncases,
-	progress_ncases;
+	progress_ncases, fastpath_ncases;
 
 /* ------------------------------------------------------------------ */
 /* DAT helpers                                                        */

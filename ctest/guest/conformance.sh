@@ -20,6 +20,9 @@ set -u
 . "$(dirname "$0")/lib.sh"
 LIBDIR=$(realpath "${LIBDAT2_DIR:-target/release}")
 BIN=$(realpath "${CONFORMANCE:-ctest/build/conformance}")
+# Preloaded: heap allocations counted, for fastpath_allocates_nothing
+# (COUNTALLOC= empty: not preloaded, as under ThreadSanitizer's runtime).
+COUNTALLOC=${COUNTALLOC-$(realpath ctest/build/libcountalloc.so)}
 REF_LIBDIR=${REF_LIBDIR:-/usr/lib/x86_64-linux-gnu}
 PROV=$LIBDIR/libdaplibv.so.2
 
@@ -67,7 +70,7 @@ fi
 out=$WORK/conformance.out
 t0=$(date +%s)
 # shellcheck disable=SC2086
-LD_LIBRARY_PATH=$LIBDIR timeout 1500 "$BIN" $run 2>&1 | tee "$out" | grep --line-buffered -v "^# stat "
+LD_LIBRARY_PATH=$LIBDIR LD_PRELOAD=$COUNTALLOC timeout 1500 "$BIN" $run 2>&1 | tee "$out" | grep --line-buffered -v "^# stat "
 echo "# suite time: $(( $(date +%s) - t0 )) s"
 if ! grep -q '^ctest-conformance:' "$out"; then
     fail "conformance: no summary line (killed or crashed)"
@@ -93,7 +96,7 @@ fi
 if [ "${CONF_REFERENCE:-0}" = 1 ]; then
     echo "# reference registry + libdaplofa.so.2 (informational):"
     # shellcheck disable=SC2086
-    LD_LIBRARY_PATH=$REF_LIBDIR CONF_IA=ofa-v2-rxe CONF_IA2=ofa-v2-rxe-b CONF_QUAL=51000 timeout 1500 "$BIN" -R ${CONF_REF_CASES:-} 2>&1 |
+    LD_LIBRARY_PATH=$REF_LIBDIR LD_PRELOAD=$COUNTALLOC CONF_IA=ofa-v2-rxe CONF_IA2=ofa-v2-rxe-b CONF_QUAL=51000 timeout 1500 "$BIN" -R ${CONF_REF_CASES:-} 2>&1 |
         grep -v '^# stat ' | sed 's/^/#   /; s/: \([0-9]*\) passed, \([0-9]*\) failed/ \1 passed \2 failed/'
 fi
 

@@ -33,7 +33,7 @@ ADDR=127.0.0.1
 LIBDIR=$root/target/release
 PROV=$LIBDIR/libdaplsock.so.2
 
-if [ ! -e "$LIBDIR/libdat2.so.2" ] || [ ! -e "$PROV" ] || [ ! -x ctest/build/conformance ]; then
+if [ ! -e "$LIBDIR/libdat2.so.2" ] || [ ! -e "$PROV" ] || [ ! -x ctest/build/conformance ] || [ ! -e ctest/build/libcountalloc.so ]; then
     echo "# building (tools/build.sh)"
     nice -n 10 tools/build.sh >"$WORK/build.log" 2>&1 ||
         { tail -20 "$WORK/build.log"; echo "host-sock: build failed"; rm -rf "$WORK"; exit 1; }
@@ -256,9 +256,10 @@ longest_ia_name:its~dat.conf~names~the~guest~address~10.0.0.1,~which~this~host~d
         if [ -n "$why" ]; then skip "conformance $c: $why"; else run="$run $c"; fi
     done
     out=$WORK/$1.out
+    # libcountalloc.so counts heap allocations for fastpath_allocates_nothing.
     # shellcheck disable=SC2086
     CONF_IA=$IA CONF_IA2=sock-addr CONF_WINDOW_BOUNDS=enforced CONF_SOAK_SECS=${CONF_SOAK_SECS:-20} \
-    CONF_VERBOSE=1 DAPL_DBG_TYPE=2 timeout 1500 "$BIN" $run >"$out" 2>&1
+    CONF_VERBOSE=1 DAPL_DBG_TYPE=2 LD_PRELOAD=$root/ctest/build/libcountalloc.so timeout 1500 "$BIN" $run >"$out" 2>&1
     grep -v '^ok \|^# stat \|^daplsock \|^dat-registry WARN' "$out"
     grep -q '^ctest-conformance:' "$out" || fail "conformance ($1): no summary line (killed or crashed)"
     count_cases "$1" "$out"
