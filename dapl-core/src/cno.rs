@@ -182,7 +182,40 @@ fn ready_evd<T: Provider>(c: &Cno<T>) -> Option<usize> {
     with_evds(c, |evds| evds.iter().copied().find(|&e| <T::Up as Upcalls<T>>::evd_has_event(e)))
 }
 
-fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_EVD_HANDLE) -> wake::Step<Vec<i32>> {
+/// The fds a CNO's waiter sleeps on: its own, then each EVD's; on the
+/// stack for up to `ON_STACK` EVDs (a wait that slept made a list each time).
+enum Fds {
+    Stack(usize, [i32; 1 + 2 * ON_STACK]),
+    Heap(Vec<i32>),
+}
+
+impl Fds {
+    fn push(&mut self, fd: i32) {
+        match self {
+            Fds::Stack(n, a) if *n < a.len() => {
+                a[*n] = fd;
+                *n += 1;
+            }
+            Fds::Stack(n, a) => {
+                let mut v = a[..*n].to_vec();
+                v.push(fd);
+                *self = Fds::Heap(v);
+            }
+            Fds::Heap(v) => v.push(fd),
+        }
+    }
+}
+
+impl AsRef<[i32]> for Fds {
+    fn as_ref(&self) -> &[i32] {
+        match self {
+            Fds::Stack(n, a) => &a[..*n],
+            Fds::Heap(v) => v,
+        }
+    }
+}
+
+fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_EVD_HANDLE) -> wake::Step<Fds> {
     use wake::Step::{Done, Sleep};
     if let Some(e) = ready_evd::<T>(c) {
         *out = e as DAT_EVD_HANDLE;
@@ -197,14 +230,18 @@ fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_
         }
     }
     c.wake.clear();
-    let mut fds = vec![c.wake.fd()];
+    let mut fds = Fds::Stack(0, [0; 1 + 2 * ON_STACK]);
+    fds.push(c.wake.fd());
     // Listed again after the clear: an EVD attached meanwhile signalled it.
-    let evds = c.evds.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    for e in evds {
-        if let Some(evd_fds) = <T::Up as Upcalls<T>>::evd_prepare_sleep(e) {
-            fds.extend(evd_fds.into_iter().filter(|&fd| fd >= 0));
+    with_evds(c, |evds| {
+        for &e in evds {
+            for fd in <T::Up as Upcalls<T>>::evd_prepare_sleep(e).into_iter().flatten() {
+                if fd >= 0 {
+                    fds.push(fd);
+                }
+            }
         }
-    }
+    });
     if let Some(e) = ready_evd::<T>(c) {
         *out = e as DAT_EVD_HANDLE;
         return Done(DAT_SUCCESS);

@@ -806,6 +806,40 @@ fn a_cno_wait_names_the_evd_with_the_event_among_many() {
         }
         assert!(dequeue(evds[k]).is_some());
     }
+    // A wait that sleeps until another thread posts the event: it allocates
+    // nothing either (the second time: the first may size what it uses).
+    static GO: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    GO.store(0, Ordering::SeqCst);
+    let target = evds[2] as usize;
+    let poster = std::thread::spawn(move || {
+        for round in 1..=2 {
+            while GO.load(Ordering::SeqCst) < round {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            // SAFETY: DAT_EVENT is plain C data; a software event carries a pointer only.
+            let mut ev: DAT_EVENT = unsafe { std::mem::zeroed() };
+            ev.event_number = DAT_SOFTWARE_EVENT;
+            // SAFETY: a live software EVD and a filled event.
+            ok(unsafe { evd::post_se::<T>(target as DAT_EVD_HANDLE, &ev) });
+        }
+    });
+    for (i, &e) in evds.iter().enumerate() {
+        // SAFETY: live EVD and CNO handles.
+        ok(unsafe { evd::modify_cno::<T>(e, if i < 3 { cno } else { null_mut() }) });
+    }
+    let mut slept = Vec::with_capacity(2);
+    for round in 1..=2 {
+        let before = crate::alloc_count::made();
+        GO.store(round, Ordering::SeqCst);
+        let (r, found) = wait(5_000_000);
+        slept.push(crate::alloc_count::made() - before);
+        ok(r);
+        assert_eq!(found, evds[2], "the EVD the other thread posted to");
+        assert!(dequeue(evds[2]).is_some());
+    }
+    poster.join().unwrap();
+    assert_eq!(slept[1], 0, "a CNO wait that slept allocated (first time: {})", slept[0]);
     // SAFETY: a live IA.
     ok(unsafe { ia::close::<T>(s.ia, DAT_CLOSE_ABRUPT_FLAG) });
 }

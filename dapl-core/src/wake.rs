@@ -49,7 +49,9 @@ impl Drop for Wake {
 /// forever), and says which of the first 64 turned readable (bit i for
 /// fds[i]); 0 on timeout.
 pub fn sleep_on_which(fds: &[i32], timeout_us: Option<u64>) -> u64 {
-    let mut pfds: [libc::pollfd; 3] = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];
+    // On the stack for an EVD's wait and a CNO's of up to 16 EVDs (its own
+    // fd and two per EVD): a list on the heap for more.
+    let mut pfds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 33];
     let mut more: Vec<libc::pollfd>;
     let set: &mut [libc::pollfd] = if fds.len() <= pfds.len() {
         for (p, &fd) in pfds.iter_mut().zip(fds) {
