@@ -4,6 +4,7 @@
 use crate::state::{Provider, Upcalls};
 use crate::handle::{self, Object};
 use crate::ia::Ia;
+use crate::util::Inline;
 use crate::wake::{self, Wake};
 use dat_abi::status::{INTERNAL, error, guard, guard_or, invalid_arg, invalid_state, no_resources};
 use dat_abi::*;
@@ -157,62 +158,23 @@ pub unsafe extern "C-unwind" fn wait<T: Provider>(h: DAT_CNO_HANDLE, timeout: DA
     wake::cancellable("dat_cno_wait", |_| wait_round::<T>(c, &deadline, out))
 }
 
-/// EVDs a CNO copies to the stack for a look; more go to the heap.
-const ON_STACK: usize = 16;
+/// EVDs a CNO lists on the stack (`Inline`) for a look, and fds it sleeps on
+/// (its own and two per EVD, what `wake::sleep_on_which` polls from the
+/// stack); more go to the heap.
+const ON_STACK: usize = (wake::POLL_ON_STACK - 1) / 2;
+type Fds = Inline<i32, { wake::POLL_ON_STACK }>;
 
 /// Calls `f` with the CNO's EVDs as they are now, the list's lock released
 /// first: looking at an EVD may run a pass that calls a proxy agent, which
 /// may attach or detach an EVD. Copied to the stack, not cloned: a wait
 /// that finds its event allocated a list each look.
 fn with_evds<T: Provider, R>(c: &Cno<T>, f: impl FnOnce(&[usize]) -> R) -> R {
-    let list = c.evds.lock().unwrap_or_else(|e| e.into_inner());
-    if list.len() > ON_STACK {
-        let copy = list.clone();
-        drop(list);
-        return f(&copy);
-    }
-    let mut copy = [0usize; ON_STACK];
-    let n = list.len();
-    copy[..n].copy_from_slice(&list);
-    drop(list);
-    f(&copy[..n])
+    let copy = Inline::<usize, ON_STACK>::from_slice(&c.evds.lock().unwrap_or_else(|e| e.into_inner()), 0);
+    f(copy.as_ref())
 }
 
 fn ready_evd<T: Provider>(c: &Cno<T>) -> Option<usize> {
     with_evds(c, |evds| evds.iter().copied().find(|&e| <T::Up as Upcalls<T>>::evd_has_event(e)))
-}
-
-/// The fds a CNO's waiter sleeps on: its own, then each EVD's; on the
-/// stack for up to `ON_STACK` EVDs (a wait that slept made a list each time).
-enum Fds {
-    Stack(usize, [i32; 1 + 2 * ON_STACK]),
-    Heap(Vec<i32>),
-}
-
-impl Fds {
-    fn push(&mut self, fd: i32) {
-        match self {
-            Fds::Stack(n, a) if *n < a.len() => {
-                a[*n] = fd;
-                *n += 1;
-            }
-            Fds::Stack(n, a) => {
-                let mut v = a[..*n].to_vec();
-                v.push(fd);
-                *self = Fds::Heap(v);
-            }
-            Fds::Heap(v) => v.push(fd),
-        }
-    }
-}
-
-impl AsRef<[i32]> for Fds {
-    fn as_ref(&self) -> &[i32] {
-        match self {
-            Fds::Stack(n, a) => &a[..*n],
-            Fds::Heap(v) => v,
-        }
-    }
 }
 
 fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_EVD_HANDLE) -> wake::Step<Fds> {
@@ -230,7 +192,7 @@ fn wait_round<T: Provider>(c: &Cno<T>, deadline: &wake::Deadline, out: &mut DAT_
         }
     }
     c.wake.clear();
-    let mut fds = Fds::Stack(0, [0; 1 + 2 * ON_STACK]);
+    let mut fds = Fds::new(-1);
     fds.push(c.wake.fd());
     // Listed again after the clear: an EVD attached meanwhile signalled it.
     with_evds(c, |evds| {

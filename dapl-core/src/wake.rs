@@ -45,6 +45,10 @@ impl Drop for Wake {
     }
 }
 
+/// Fds a sleep polls from the stack (more from the heap): an EVD's wait,
+/// and a CNO's of up to 16 EVDs (its own fd and two per EVD).
+pub const POLL_ON_STACK: usize = 33;
+
 /// Sleeps until one of `fds` is readable or `timeout_us` passes (None:
 /// forever), and says which of the first 64 turned readable (bit i for
 /// fds[i]); 0 on timeout. Out of line: inlined into a wait, its poll set
@@ -52,9 +56,7 @@ impl Drop for Wake {
 /// (verbs `dat_evd_wait` with its event there: 8 instructions).
 #[inline(never)]
 pub fn sleep_on_which(fds: &[i32], timeout_us: Option<u64>) -> u64 {
-    // On the stack for an EVD's wait and a CNO's of up to 16 EVDs (its own
-    // fd and two per EVD): a list on the heap for more.
-    let mut pfds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 33];
+    let mut pfds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; POLL_ON_STACK];
     let mut more: Vec<libc::pollfd>;
     let set: &mut [libc::pollfd] = if fds.len() <= pfds.len() {
         for (p, &fd) in pfds.iter_mut().zip(fds) {
