@@ -28,6 +28,9 @@
 
 typedef long (*made_fn)(int every_thread);
 
+/* Not the harness's want_dto: B's thread runs these too, and the harness's
+ * coverage table and failure report are not for two threads at once. */
+
 /* The next completion on evd, polling; 1 if it succeeded with `len` bytes (0: any). */
 static int poll_dto(DAT_EVD_HANDLE evd, DAT_VLEN len, DAT_DTO_COMPLETION_EVENT_DATA *d)
 {
