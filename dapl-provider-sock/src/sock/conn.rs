@@ -199,6 +199,15 @@ pub(super) struct Conn {
     /// `tune::ready_min` bytes or more: a polling consumer asks epoll
     /// whether more came instead of reading the stream (`consumer_pass`).
     pub(super) big_in: bool,
+    /// The last frame with a payload that came in on this stream carried
+    /// `inbound::LARGE_IN` bytes or more (`inbound::fill`).
+    pub(super) large_in: bool,
+    /// A request went out on this stream since the last header came in:
+    /// the peer's next frame likely answers it, and the reader waits for it
+    /// rather than falls behind a stream (`inbound::fill`).
+    pub(super) answered: bool,
+    /// `answered` as the frame now coming in began.
+    pub(super) awaited: bool,
     /// A doorbell we skipped (`shm::Bell::Skipped`): when (0: none), and
     /// the ring's head then; `overdue` rings if the peer left them unread.
     pub(super) skipped_at: u64,
@@ -272,6 +281,9 @@ impl Conn {
             dry: false,
             dry_now: false,
             big_in: false,
+            large_in: false,
+            answered: false,
+            awaited: false,
             skipped_at: 0,
             unsure: false,
             skipped_head: 0,

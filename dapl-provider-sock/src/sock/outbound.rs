@@ -119,6 +119,7 @@ fn by_reference(c: &Conn, w: &Wqe) -> bool {
 /// Sets up the frame of a request taken from the send queue (its local
 /// segments in `c.out.segs`), after an ACK in `c.out.pre` if there is one.
 pub(super) fn request_frame(c: &mut Conn, w: &Wqe) -> bool {
+    c.answered = true;
     let mut h = request_header(w);
     {
         if by_reference(c, w) {

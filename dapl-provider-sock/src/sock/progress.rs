@@ -38,7 +38,7 @@ use super::clock;
 use super::cm::{self, Ev, IdInfo, IdState};
 use super::conn::{Conn, Dest, End, InState, Phase, Resp, Then, errno};
 use super::device::{Engine, Shared, lock};
-use super::inbound::{by_reference, fill, recv_segs, refuse, remote_ok, scatter, take_payload, write_segs};
+use super::inbound::{self, by_reference, fill, recv_segs, refuse, remote_ok, scatter, take_payload, write_segs};
 use super::keys;
 use super::outbound::{add_trailer, direct_send, next_frame, publish_acks, send_frame};
 use super::qp::{QpInner, RTS, Sge, WOp, Wqe};
@@ -1473,7 +1473,10 @@ impl Progress {
         let len = h.len as u64;
         if len > 0 && !c.shm_in {
             c.big_in = len >= tune::ready_min();
+            c.large_in = len >= inbound::LARGE_IN;
         }
+        c.awaited = c.answered;
+        c.answered = false;
         // A response or handshake frame follows the ACKs counted before it.
         if !matches!(op, Op::Send | Op::Write | Op::WriteImm | Op::ReadReq | Op::FetchAdd | Op::CmpSwap) && !c.absorb() {
             return Err(End::Protocol);

@@ -1876,7 +1876,7 @@ mod tests {
             bad.extend_from_slice(&100u64.to_le_bytes());
             assert!(!pull(a.peer_pid, dst.as_mut_ptr() as u64, 100, &bad));
             assert!(!push_to(a.peer_pid, src.as_ptr() as u64, 100, &bad));
-            assert!(push_to(b.peer_pid, src.as_ptr() as u64, 100, &list[..16]) == false);
+            assert!(!push_to(b.peer_pid, src.as_ptr() as u64, 100, &list[..16]));
         }
         let t = trailer(&name).unwrap();
         let c = accept_trailer(&t);
