@@ -173,6 +173,15 @@ impl CqOps for Cq {
         let mut r = self.0.ring.lock();
         match r.pop_front() {
             Some(c) => {
+                if r.is_empty() {
+                    // Back to the buffer's start (std's `clear` puts the
+                    // head there): a queue that empties as it fills uses
+                    // its first lines again instead of walking its whole
+                    // capacity, which faulted in a page every 51 round
+                    // trips of a ping-pong (dat-perf's queue of 1,056), 2 µs
+                    // each here.
+                    r.clear();
+                }
                 self.0.count.store(r.len(), Ordering::Release);
                 *out = c;
                 true
@@ -259,6 +268,23 @@ mod tests {
 
     fn queued_async(shared: &Shared) -> Vec<usize> {
         lock(&shared.events).iter().filter_map(|e| if let Ev::Async(a) = e { Some(a.context()) } else { None }).collect()
+    }
+
+    #[test]
+    fn a_queue_that_empties_fills_from_its_first_slot_again() {
+        // SAFETY: all-zero sockaddr_in is a valid (unused) address.
+        let shared = Arc::new(Shared::new(unsafe { std::mem::zeroed() }).unwrap());
+        let cq = Cq::create(&shared, 64).unwrap();
+        let front = || cq.0.ring.lock().as_slices().0.as_ptr();
+        let mut c = Completion::default();
+        cq.0.push(Completion { wr_id: 0, ..Completion::default() }, false);
+        let start = front();
+        for i in 1..200u64 {
+            assert!(cq.poll(&mut c));
+            assert_eq!(c.wr_id, i - 1);
+            cq.0.push(Completion { wr_id: i, ..Completion::default() }, false);
+            assert_eq!(front(), start, "the queue walked on from its first slot");
+        }
     }
 
     fn overrun(cq: &CqInner) {
