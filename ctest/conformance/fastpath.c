@@ -62,22 +62,19 @@ typedef long (*made_fn)(int every_thread);
 static __thread long t_dequeues;
 
 /* The next completion on evd, polling; 1 if it succeeded with `len` bytes
- * (0: any). The clock is read once in 1,024 looks (a clock without the
- * vDSO's would be a system call of ours on B's counted thread). */
-static int poll_dto(DAT_EVD_HANDLE evd, DAT_VLEN len, DAT_DTO_COMPLETION_EVENT_DATA *d)
+ * (0: any). Gives up after 30 s, or, with `abandon`, once that is set: B's
+ * thread reads no clock (where the clock is no vDSO's, as in the guest,
+ * each read is a system call, which B's counted thread must not make of
+ * its own). */
+static int poll_dto(DAT_EVD_HANDLE evd, DAT_VLEN len, DAT_DTO_COMPLETION_EVENT_DATA *d, _Atomic int *abandon)
 {
 	DAT_EVENT ev;
-	double t0 = 0;
+	double t0 = abandon == NULL ? now_s() : 0;
 	DAT_RETURN r;
 
-	for (long spins = 0; (t_dequeues++, r = dat_evd_dequeue(evd, &ev)) == DAT_QUEUE_EMPTY; spins++) {
-		if (spins % 1024 != 0)
-			continue;
-		if (t0 == 0)
-			t0 = now_s();
-		else if (now_s() - t0 > 30.0)
+	while ((t_dequeues++, r = dat_evd_dequeue(evd, &ev)) == DAT_QUEUE_EMPTY)
+		if (abandon != NULL ? atomic_load_explicit(abandon, memory_order_relaxed) != 0 : now_s() - t0 > 30.0)
 			return 0;
-	}
 	if (r != DAT_SUCCESS || ev.event_number != DAT_DTO_COMPLETION_EVENT)
 		return 0;
 	*d = ev.event_data.dto_completion_event_data;
@@ -188,6 +185,7 @@ struct b_side {
 	long mine;		/* allocations on this thread in the counted rounds */
 	long calls[NR_MAX + 1];	/* its system calls in the counted rounds */
 	long dequeues, posts;	/* its dequeues and posts in them */
+	_Atomic int abandon;	/* set by A's thread when it failed */
 	double secs;		/* their length */
 	int failed_round;	/* -1: none */
 	const char *why;
@@ -214,12 +212,12 @@ static void *b_serves(void *arg)
 				goto failed;
 			}
 		}
-		if (!poll_dto(s->p->b.recv, MSG, &d) || d.user_cookie.as_64 != (uint64_t)n) {
+		if (!poll_dto(s->p->b.recv, MSG, &d, &s->abandon) || d.user_cookie.as_64 != (uint64_t)n) {
 			s->why = "B's receive (polled)";
 			goto failed;
 		}
 		if (dat_ep_post_send(s->p->b.ep, 1, &slot, ck, DAT_COMPLETION_DEFAULT_FLAG) != DAT_SUCCESS ||
-		    !poll_dto(s->p->b.req, 0, &d)) {
+		    !poll_dto(s->p->b.req, 0, &d, &s->abandon)) {
 			s->why = "B's answer";
 			goto failed;
 		}
@@ -262,13 +260,13 @@ static int a_round(struct pair *p, struct mem *a, struct mem *rb, int n, const c
 		return *why = "A's post_send", 0;
 	if (!wait_dto(p->a.recv, MSG, &d) || memcmp(a->buf + MSG, a->buf, MSG) != 0)
 		return *why = "B's answer at A (waited)", 0;
-	if (!poll_dto(p->a.req, 0, &d) || d.user_cookie.as_64 != (uint64_t)n)
+	if (!poll_dto(p->a.req, 0, &d, NULL) || d.user_cookie.as_64 != (uint64_t)n)
 		return *why = "A's send completion", 0;
 	if (dat_ep_post_rdma_write(p->a.ep, 1, &out, ck, &rt, DAT_COMPLETION_DEFAULT_FLAG) != DAT_SUCCESS ||
 	    !wait_dto(p->a.req, 0, &d))
 		return *why = "A's RDMA write", 0;
 	if (dat_ep_post_rdma_read(p->a.ep, 1, &back, ck, &rt, DAT_COMPLETION_DEFAULT_FLAG) != DAT_SUCCESS ||
-	    !poll_dto(p->a.req, 0, &d) || memcmp(a->buf + 2 * MSG, a->buf, MSG) != 0 || memcmp(rb->buf, a->buf, MSG) != 0)
+	    !poll_dto(p->a.req, 0, &d, NULL) || memcmp(a->buf + 2 * MSG, a->buf, MSG) != 0 || memcmp(rb->buf, a->buf, MSG) != 0)
 		return *why = "A's RDMA read of what it wrote", 0;
 	return 1;
 }
@@ -317,6 +315,10 @@ static int run_rounds(struct b_side *bs, made_fn made, long *mine, long *all)
 	}
 	if (made != NULL)
 		*mine = made(0) - *mine;
+	/* After A's last round B finishes its own (its send's completion
+	 * may come after A is done); after A's failure it gives up. */
+	if (n < WARM + ROUNDS)
+		atomic_store(&bs->abandon, 1);
 	pthread_join(t, NULL);
 	started = 0;
 	if (made != NULL)
@@ -333,8 +335,10 @@ static int run_rounds(struct b_side *bs, made_fn made, long *mine, long *all)
 	      "dat_evd_wait");
 	done = 1;
 out:
-	if (started)
+	if (started) {
+		atomic_store(&bs->abandon, 1);
 		pthread_join(t, NULL);
+	}
 	pair_close(&p);
 	return done;
 }
