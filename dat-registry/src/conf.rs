@@ -238,8 +238,8 @@ mod tests {
             "bad line here\n{GOOD}\nx u2 threadsafe default l p.2.0 \"\" \"\"\n\
              x u2.0 sometimes default l p.2.0 \"\" \"\"\nx u2.0 threadsafe default l p.2.0 \"open\n\
              x u2.0 threadsafe maybe l p.2.0 \"\" \"\"\nx u2.0 threadsafe default l p20 \"\" \"\"\n\
-             x z2.0 threadsafe default l p.2.0 \"\" \"\"\n{}\n",
-            format!("{} u2.0 threadsafe default l p.2.0 \"\" \"\"", "n".repeat(300))
+             x z2.0 threadsafe default l p.2.0 \"\" \"\"\n{} u2.0 threadsafe default l p.2.0 \"\" \"\"\n",
+            "n".repeat(300)
         );
         let c = parse(text.as_bytes());
         assert_eq!(c.entries.len(), 1);

@@ -112,7 +112,7 @@ fn free_text(rng: &mut Rng) -> String {
 }
 
 fn space(rng: &mut Rng) -> &'static str {
-    *rng.pick(&[" ", "  ", "\t", " \t "])
+    rng.pick::<&str>(&[" ", "  ", "\t", " \t "])
 }
 
 /// A valid line and the entry it must parse to (line number filled later).

@@ -21,7 +21,7 @@ mod tests {
 
     #[test]
     fn finds_the_test_binary_itself() {
-        let here = mapped_file(finds_the_test_binary_itself as usize).expect("own code is mapped from a file");
+        let here = mapped_file(finds_the_test_binary_itself as *const () as usize).expect("own code is mapped from a file");
         let exe = std::env::current_exe().unwrap();
         assert_eq!(here.file_name(), exe.file_name());
     }
