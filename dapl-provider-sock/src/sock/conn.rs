@@ -202,7 +202,8 @@ pub(super) struct Conn {
     /// The last frame with a payload that came in on this stream carried
     /// `inbound::LARGE_IN` bytes or more (`inbound::fill`).
     pub(super) large_in: bool,
-    /// A request went out on this stream since the last header came in:
+    /// A request went out on this stream since the last frame with a
+    /// payload came in:
     /// the peer's next frame likely answers it, and the reader waits for it
     /// rather than falls behind a stream (`inbound::fill`).
     pub(super) answered: bool,

@@ -1474,9 +1474,11 @@ impl Progress {
         if len > 0 && !c.shm_in {
             c.big_in = len >= tune::ready_min();
             c.large_in = len >= inbound::LARGE_IN;
+            // Frames without a payload (the ACK that rides in front of
+            // an answer) leave these as they are.
+            c.awaited = c.answered;
+            c.answered = false;
         }
-        c.awaited = c.answered;
-        c.answered = false;
         // A response or handshake frame follows the ACKs counted before it.
         if !matches!(op, Op::Send | Op::Write | Op::WriteImm | Op::ReadReq | Op::FetchAdd | Op::CmpSwap) && !c.absorb() {
             return Err(End::Protocol);
